@@ -1,0 +1,76 @@
+"""think: a Python agent turn engine whose every stage is a pluggy hook.
+
+Plugin authors import from here: ``from think_core import hookimpl, allow, block, substitute``.
+"""
+
+from .errors import ConfigurationError, NestedTurnError, PluginError, ProviderError, ThinkError
+from .events import (
+    Finish,
+    ReasoningDelta,
+    StreamError,
+    TextDelta,
+    ToolCall,
+    ToolInputDelta,
+    ToolInputStart,
+    ToolResult,
+    Usage,
+)
+from .markers import PROJECT, hookimpl, hookspec
+from .tools import Tool, ToolAnnotations, tool
+from .types import (
+    ChatErrorContext,
+    ChatResponseResult,
+    ChunkContext,
+    StepConfig,
+    StepContext,
+    StepResult,
+    ToolCallContext,
+    ToolCallDecision,
+    ToolCallResultContext,
+    TurnConfig,
+    TurnContext,
+    TurnResult,
+    UIMessage,
+    allow,
+    block,
+    substitute,
+)
+
+__all__ = [
+    "PROJECT",
+    "ChatErrorContext",
+    "ChatResponseResult",
+    "ChunkContext",
+    "ConfigurationError",
+    "Finish",
+    "NestedTurnError",
+    "PluginError",
+    "ProviderError",
+    "ReasoningDelta",
+    "StepConfig",
+    "StepContext",
+    "StepResult",
+    "StreamError",
+    "TextDelta",
+    "ThinkError",
+    "Tool",
+    "ToolAnnotations",
+    "ToolCall",
+    "ToolCallContext",
+    "ToolCallDecision",
+    "ToolCallResultContext",
+    "ToolInputDelta",
+    "ToolInputStart",
+    "ToolResult",
+    "TurnConfig",
+    "TurnContext",
+    "TurnResult",
+    "UIMessage",
+    "Usage",
+    "allow",
+    "block",
+    "hookimpl",
+    "hookspec",
+    "substitute",
+    "tool",
+]

@@ -1,0 +1,111 @@
+"""Typed stream events.
+
+A :class:`~think_core.models.base.Model` yields these while it streams a step, and the
+engine hands the same objects to ``on_chunk`` plugins (wrapped in a ``ChunkContext``), plus
+``ToolResult`` events once tools have run.
+
+They are slotted dataclasses rather than pydantic models on purpose: one is created per
+streamed token, and this is the hot path (see ``bench/stream_overhead.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Union
+
+from pydantic import BaseModel
+
+
+class Usage(BaseModel):
+    """Token usage of one step or, summed, of a whole turn. ``0`` means not reported."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+        )
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+    type: ClassVar[str] = "text-delta"
+
+
+@dataclass(slots=True)
+class ReasoningDelta:
+    text: str
+    type: ClassVar[str] = "reasoning-delta"
+
+
+@dataclass(slots=True)
+class ToolInputStart:
+    tool_call_id: str
+    tool_name: str
+    type: ClassVar[str] = "tool-input-start"
+
+
+@dataclass(slots=True)
+class ToolInputDelta:
+    tool_call_id: str
+    delta: str
+    type: ClassVar[str] = "tool-input-delta"
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A complete tool call. ``input`` is ``None`` when ``raw_input`` was not a JSON object."""
+
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any] | None
+    raw_input: str = ""
+    type: ClassVar[str] = "tool-call"
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The result of a tool call (``preliminary`` for the intermediate yields of a generator tool)."""
+
+    tool_call_id: str
+    tool_name: str
+    output: Any = None
+    error: str | None = None
+    preliminary: bool = False
+    type: ClassVar[str] = "tool-result"
+
+
+@dataclass(slots=True)
+class Finish:
+    """The end of a step's stream, with the provider's finish reason mapped to one vocabulary:
+    ``stop``, ``length``, ``tool-calls``, ``content-filter``, ``error``, ``other``."""
+
+    finish_reason: str = "stop"
+    usage: Usage = field(default_factory=Usage)
+    response_id: str | None = None
+    model_id: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    type: ClassVar[str] = "finish"
+
+
+@dataclass(slots=True)
+class StreamError:
+    """An error event that arrived inside the model stream (the engine raises it as the turn error)."""
+
+    error: BaseException
+    type: ClassVar[str] = "error"
+
+
+ModelEvent = Union[
+    TextDelta, ReasoningDelta, ToolInputStart, ToolInputDelta, ToolCall, Finish, StreamError
+]
+Chunk = Union[TextDelta, ReasoningDelta, ToolInputStart, ToolInputDelta, ToolCall, ToolResult]

@@ -1,0 +1,191 @@
+"""Tools: typed Python functions the model may call.
+
+``@tool`` builds a :class:`Tool` from a function's signature (JSON schema via pydantic) and
+docstring. A tool may be sync, async, or an async generator (its yields are preliminary
+results; the last one is the result). A *client tool* has a schema and no implementation:
+the call is handed to the client and answered with ``session.add_tool_result``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+_SKIP_SCHEMA_KEYS = ("title",)
+
+
+class ToolAnnotations(BaseModel):
+    """MCP-style hints. Unannotated tools are treated as neither read-only nor idempotent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    read_only: bool = False
+    destructive: bool = False
+    idempotent: bool = False
+    needs_approval: bool = False
+
+
+class ToolInputError(ValueError):
+    """The model's arguments do not match the tool's schema."""
+
+
+class Tool:
+    """A callable the model can use. Build one with :func:`tool` or :meth:`Tool.client`."""
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        function: Optional[Callable[..., Any]] = None,
+        annotations: ToolAnnotations | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.parameters = parameters
+        self.function = function
+        self.annotations = annotations or ToolAnnotations()
+        self.is_generator = function is not None and inspect.isasyncgenfunction(function)
+        self.is_async = function is not None and inspect.iscoroutinefunction(function)
+        self._validator = _InputValidator(function, parameters)
+
+    @classmethod
+    def client(
+        cls,
+        name: str,
+        description: str = "",
+        parameters: dict[str, Any] | None = None,
+        **annotations: bool,
+    ) -> "Tool":
+        """A tool the client executes: the turn ends with the call pending."""
+        return cls(
+            name,
+            description,
+            parameters or {"type": "object", "properties": {}},
+            None,
+            ToolAnnotations(**annotations),
+        )
+
+    @property
+    def is_client(self) -> bool:
+        return self.function is None
+
+    @property
+    def read_only(self) -> bool:
+        return self.annotations.read_only
+
+    def validate_input(self, raw: Any) -> dict[str, Any]:
+        """Validate the model's arguments; raises :class:`ToolInputError` with a readable message."""
+        if not isinstance(raw, dict):
+            raise ToolInputError(
+                f"Tool {self.name!r} expects a JSON object of arguments, got {type(raw).__name__}."
+            )
+        return self._validator.validate(self.name, raw)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        if self.function is None:
+            raise TypeError(f"client tool {self.name!r} has no implementation")
+        return self.function(**kwargs)
+
+    def __repr__(self) -> str:
+        kind = "client " if self.is_client else ""
+        return f"<{kind}Tool {self.name!r}>"
+
+
+class _InputValidator:
+    """Validates tool arguments: by the function's signature for Python tools, by the JSON
+    schema's required/unknown keys for client tools."""
+
+    def __init__(self, function: Optional[Callable[..., Any]], schema: dict[str, Any]) -> None:
+        self._schema = schema
+        self._signature_validator = None
+        if function is not None:
+            # validate_call checks types with pydantic without calling the function.
+            self._signature_validator = _signature_model(function)
+
+    def validate(self, tool_name: str, raw: dict[str, Any]) -> dict[str, Any]:
+        if self._signature_validator is not None:
+            try:
+                model = self._signature_validator.validate_python(raw)
+            except ValidationError as exc:
+                raise ToolInputError(_describe(tool_name, exc)) from None
+            return {name: getattr(model, name) for name in model.model_fields_set | set(raw)}
+        required = self._schema.get("required", [])
+        missing = [key for key in required if key not in raw]
+        if missing:
+            raise ToolInputError(f"Invalid input for tool {tool_name!r}: missing {', '.join(missing)}.")
+        return dict(raw)
+
+
+def _signature_model(function: Callable[..., Any]) -> TypeAdapter:
+    from pydantic import create_model
+
+    fields: dict[str, Any] = {}
+    for name, param in inspect.signature(function).parameters.items():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            continue
+        annotation = param.annotation if param.annotation is not inspect.Parameter.empty else Any
+        default = param.default if param.default is not inspect.Parameter.empty else ...
+        fields[name] = (annotation, default)
+    model = create_model(
+        f"{function.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return TypeAdapter(model)
+
+
+def _describe(tool_name: str, exc: ValidationError) -> str:
+    problems = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "input"
+        problems.append(f"{where}: {err['msg']}")
+    return f"Invalid input for tool {tool_name!r}: " + "; ".join(problems)
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    schema = {k: v for k, v in schema.items() if k not in _SKIP_SCHEMA_KEYS}
+    props = schema.get("properties")
+    if isinstance(props, dict):
+        schema["properties"] = {
+            name: {k: v for k, v in prop.items() if k != "title"} for name, prop in props.items()
+        }
+    schema.setdefault("properties", {})
+    schema["additionalProperties"] = False
+    return schema
+
+
+def _schema_for(function: Callable[..., Any]) -> dict[str, Any]:
+    return _clean_schema(_signature_model(function).json_schema())
+
+
+def tool(
+    function: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    needs_approval: bool = False,
+) -> Any:
+    """Turn a typed function into a :class:`Tool`. Usable bare (``@tool``) or with options
+    (``@tool(read_only=True)``)."""
+
+    def build(fn: Callable[..., Any]) -> Tool:
+        return Tool(
+            name=name or fn.__name__,
+            description=description if description is not None else inspect.getdoc(fn) or "",
+            parameters=_schema_for(fn),
+            function=fn,
+            annotations=ToolAnnotations(
+                read_only=read_only,
+                destructive=destructive,
+                idempotent=idempotent,
+                needs_approval=needs_approval,
+            ),
+        )
+
+    if function is not None:
+        return build(function)
+    return build

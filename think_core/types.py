@@ -1,0 +1,251 @@
+"""The typed objects that cross the plugin boundary (DESIGN §4).
+
+Field names are the public contract. Contexts carry the live ``session`` object (``id``,
+``settings``, ``state``, ``state_for(plugin)``) and the ``request_id`` of the turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .events import Chunk, Usage
+from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
+
+Trigger = Literal[
+    "chat", "stream", "save_messages", "submit", "continue", "auto_continue", "websocket", "http"
+]
+TurnStatus = Literal["completed", "error", "aborted", "skipped"]
+ErrorStage = Literal["parse", "persist", "turn", "stream"]
+ErrorClassification = Literal["context_overflow", "rate_limit", "transient", "fatal", "unknown"]
+ERROR_CLASSIFICATIONS: tuple[str, ...] = (
+    "context_overflow",
+    "rate_limit",
+    "transient",
+    "fatal",
+    "unknown",
+)
+
+
+class _Context(BaseModel):
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    session: Any = Field(repr=False)
+    request_id: str
+
+
+class UIMessage(BaseModel):
+    """A persisted chat message in the AI SDK ``UIMessage`` shape.
+
+    ``parts`` are plain dicts so they round-trip with AI SDK front ends: ``{"type": "text",
+    "text": ...}``, ``{"type": "reasoning", "text": ...}``, ``{"type": "step-start"}`` and
+    ``{"type": "tool-<name>", "toolCallId", "state", "input", "output", "errorText"}``.
+    """
+
+    id: str
+    role: Literal["user", "assistant", "system"]
+    parts: list[dict[str, Any]] = Field(default_factory=list)
+    metadata: Optional[dict[str, Any]] = None
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(p.get("text", "") for p in self.parts if p.get("type") == "text")
+
+
+class TurnContext(_Context):
+    """Argument of ``before_turn``: the turn as the engine assembled it."""
+
+    trigger: Trigger
+    system: str
+    messages: list[ModelMessage]
+    tools: dict[str, Any]
+    model: Any
+    continuation: bool = False
+    body: Optional[dict[str, Any]] = None
+
+
+class TurnConfig(BaseModel):
+    """Return value of ``before_turn``. Every field is optional; ``None`` keeps the default.
+
+    ``tools`` is additive (merged over the agent's tools); ``active_tools`` restricts which
+    tools the model may call; ``output`` is a pydantic model class or a JSON schema dict.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: Any = None
+    system: Optional[str] = None
+    messages: Optional[list[ModelMessage]] = None
+    tools: Optional[list[Any]] = None
+    active_tools: Optional[list[str]] = None
+    tool_choice: Optional[ToolChoice] = None
+    max_steps: Optional[int] = None
+    send_reasoning: Optional[bool] = None
+    output: Any = None
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    max_output_tokens: Optional[int] = None
+    stop: Optional[list[str]] = None
+    seed: Optional[int] = None
+    timeout: Optional[float] = None
+    headers: Optional[dict[str, str]] = None
+    provider_options: Optional[dict[str, Any]] = None
+
+    def call_settings(self, base: CallSettings) -> CallSettings:
+        """``base`` with this config's call settings laid over it."""
+        overrides = {
+            name: value
+            for name in CallSettings.model_fields
+            if (value := getattr(self, name)) is not None
+        }
+        return base.model_copy(update=overrides) if overrides else base
+
+
+class StepResult(_Context):
+    """Argument of ``on_step_finish``; also the items of ``StepContext.steps``."""
+
+    step_number: int
+    finish_reason: str = "stop"
+    text: str = ""
+    reasoning_text: str = ""
+    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    tool_results: list[dict[str, Any]] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model_id: Optional[str] = None
+    response_id: Optional[str] = None
+    warnings: list[str] = Field(default_factory=list)
+    provider_metadata: Optional[dict[str, Any]] = None
+
+
+class StepContext(_Context):
+    """Argument of ``before_step``."""
+
+    step_number: int
+    steps: list[StepResult]
+    model: Any
+    messages: list[ModelMessage]
+
+
+class StepConfig(BaseModel):
+    """Return value of ``before_step``; ``None`` fields keep the turn's values."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: Any = None
+    active_tools: Optional[list[str]] = None
+    tool_choice: Optional[ToolChoice] = None
+    system: Optional[str] = None
+    messages: Optional[list[ModelMessage]] = None
+
+
+class ChunkContext:
+    """Argument of ``on_chunk``. A slotted plain class, not a pydantic model: one is built per
+    streamed token. ``chunk`` is a :mod:`think_core.events` object with a ``type`` of
+    ``text-delta``, ``reasoning-delta``, ``tool-input-start``, ``tool-input-delta``,
+    ``tool-call`` or ``tool-result``."""
+
+    __slots__ = ("session", "request_id", "step_number", "chunk")
+
+    def __init__(self, session: Any, request_id: str, step_number: int, chunk: Chunk) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.step_number = step_number
+        self.chunk = chunk
+
+    def __repr__(self) -> str:
+        return f"ChunkContext(request_id={self.request_id!r}, step_number={self.step_number}, chunk={self.chunk!r})"
+
+
+class ToolCallContext(_Context):
+    """Argument of ``before_tool_call``."""
+
+    step_number: int
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    tool: Any
+    messages: list[ModelMessage]
+
+
+ToolDecisionAction = Literal["allow", "block", "substitute"]
+
+
+class ToolCallDecision(BaseModel):
+    """Return value of ``before_tool_call``. Build one with :func:`allow`, :func:`block` or
+    :func:`substitute`."""
+
+    action: ToolDecisionAction
+    input: Optional[dict[str, Any]] = None
+    reason: Optional[str] = None
+    output: Any = None
+
+
+def allow(input: Optional[dict[str, Any]] = None) -> ToolCallDecision:
+    """Run the tool, with ``input`` instead of the model's input when given."""
+    return ToolCallDecision(action="allow", input=input)
+
+
+def block(reason: Optional[str] = None) -> ToolCallDecision:
+    """Do not run the tool; the model receives ``reason`` (or a default sentence) as the output."""
+    return ToolCallDecision(action="block", reason=reason)
+
+
+def substitute(output: Any) -> ToolCallDecision:
+    """Do not run the tool; the model receives ``output`` as if the tool had returned it."""
+    return ToolCallDecision(action="substitute", output=output)
+
+
+class ToolCallResultContext(_Context):
+    """Argument of ``after_tool_call``. ``input`` is the model's original input; ``success`` is
+    ``False`` only when execution (or the decision hook) raised."""
+
+    step_number: int
+    tool_call_id: str
+    tool_name: str
+    input: dict[str, Any]
+    tool: Any = None
+    messages: list[ModelMessage] = Field(default_factory=list)
+    success: bool
+    output: Any = None
+    error: Optional[str] = None
+    duration_ms: float = 0.0
+    decision: ToolDecisionAction = "allow"
+
+
+class ChatResponseResult(_Context):
+    """Argument of ``on_chat_response``: the end of a turn, after persistence and lock release."""
+
+    message: UIMessage
+    status: Literal["completed", "error", "aborted"]
+    continuation: bool = False
+    error: Optional[str] = None
+    output: Any = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ChatErrorContext(_Context):
+    """Argument of ``on_chat_error`` and ``classify_chat_error``."""
+
+    stage: ErrorStage
+    messages_persisted: bool = False
+    classification: Optional[ErrorClassification] = None
+
+
+class TurnResult(BaseModel):
+    """What the entry points return."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    request_id: str
+    status: TurnStatus
+    message: Optional[UIMessage] = None
+    continuation: bool = False
+    error: Optional[str] = None
+    output: Any = None
+    usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def text(self) -> str:
+        return self.message.text if self.message else ""
