@@ -1,0 +1,96 @@
+"""``Think``: the agent — a model, a system prompt, tools, plugins and a store."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from .dispatch import HookRelay
+from .plugins import build_plugin_manager
+from .session import Session
+from .store import Store, open_store
+from .tools import Tool
+
+DEFAULT_SYSTEM = "You are a helpful assistant."
+
+
+class Think:
+    """An agent. One plugin manager per agent, so two agents in one process can differ.
+
+    :param model: a :class:`~think_core.models.base.Model` or a model string
+        (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"openai-compatible:NAME@URL"``).
+    :param system: the system prompt.
+    :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``).
+    :param plugins: plugin objects registered after the entry-point plugins (so they run first).
+    :param store: a :class:`~think_core.store.Store`, a SQLite file path, or ``None`` for ``:memory:``.
+    :param settings: per-plugin settings, keyed by plugin name, validated by each plugin's model.
+    :param max_steps: model steps per turn at most.
+    :param load_entrypoints: load plugins from the ``think`` entry-point group.
+    :param disable: entry-point plugin names not to load (never imported).
+    :param send_reasoning: include reasoning chunks in UI streams.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        *,
+        system: str = DEFAULT_SYSTEM,
+        tools: Iterable[Tool] = (),
+        plugins: Iterable[Any] = (),
+        store: Store | str | None = None,
+        settings: Optional[Mapping[str, Any]] = None,
+        max_steps: int = 10,
+        load_entrypoints: bool = True,
+        disable: Iterable[str] = (),
+        send_reasoning: bool = True,
+        **options: Any,
+    ) -> None:
+        self.settings: dict[str, Any] = dict(settings or {})
+        self.model = self.resolve_model(model) if model is not None else None
+        self.system = system
+        self.tools: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise TypeError(f"tools must be Tool objects (use @tool), got {t!r}")
+            self.tools[t.name] = t
+        self.max_steps = max_steps
+        self.send_reasoning = send_reasoning
+        self.options = options
+        self.plugin_manager = build_plugin_manager(
+            load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
+        )
+        self.hooks = HookRelay(self.plugin_manager)
+        self.store: Store = open_store(store)
+        self._sessions: dict[str, Session] = {}
+
+    @staticmethod
+    def resolve_model(spec: Any) -> Any:
+        if hasattr(spec, "stream"):
+            return spec
+        from .models.resolve import resolve_model
+
+        return resolve_model(spec)
+
+    def session(self, session_id: str = "default") -> Session:
+        """The session ``session_id`` (created on first use; ``configure_session`` fires once)."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._session_class()(self, session_id)
+            self._sessions[session_id] = session
+        return session
+
+    def _session_class(self) -> type[Session]:
+        return Session
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        return dict(self._sessions)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> "Think":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

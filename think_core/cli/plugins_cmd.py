@@ -1,0 +1,67 @@
+"""List the installed plugins: name, distribution, version, hooks, status and error.
+
+Builds a plugin manager the way an agent would (entry points of group ``think``, with
+``THINK_PLUGINS`` / ``THINK_DISABLE_PLUGINS`` applied), so what it shows is what an agent
+started from the same environment would load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..errors import ConfigurationError
+from ..plugins import PluginInfo, build_plugin_manager
+
+# The keys of ``--json`` objects, in display order.
+FIELDS = ("name", "distribution", "version", "hooks", "status", "error")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+
+
+def _rows(infos: list[PluginInfo]) -> list[dict[str, object]]:
+    dumped = (info.model_dump(mode="json") for info in infos)
+    return [{key: row[key] for key in FIELDS} for row in dumped]
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ", ".join(value) or "-"
+    return str(value)
+
+
+def _print_table(rows: list[dict[str, object]]) -> None:
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        for row in rows:
+            print("  ".join(f"{key}={_cell(row[key])}" for key in FIELDS))
+        return
+    table = Table()
+    for key in FIELDS:
+        table.add_column(key, overflow="fold")  # never elide a plugin name or an error
+    for row in rows:
+        table.add_row(*(_cell(row[key]) for key in FIELDS))
+    Console().print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        pm = build_plugin_manager()
+    except ConfigurationError as exc:
+        print(f"think plugins: {exc}", file=sys.stderr)
+        return 1
+    rows = _rows(pm.plugin_infos)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif rows:
+        _print_table(rows)
+    else:
+        print("no plugins")
+    return 0

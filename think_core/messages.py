@@ -1,0 +1,117 @@
+"""UI messages (what is persisted and sent to chat front ends) and their conversion to the
+provider-neutral model messages sent to a model."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterable, Sequence, Union
+
+from .models.base import AssistantMessage, ModelMessage, ToolCallRequest, ToolMessage, UserMessage
+from .types import UIMessage
+
+# Tool-part states that carry a result the model must see.
+SETTLED_TOOL_STATES = frozenset({"output-available", "output-error", "output-denied"})
+# Tool-part states that wait for the client (a client tool or a human approval).
+PENDING_TOOL_STATES = frozenset({"input-available", "approval-requested", "approval-responded"})
+
+MessageInput = Union[str, UIMessage, dict, Sequence[Union[UIMessage, dict]]]
+
+
+def new_id(prefix: str = "msg") -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:16]}"
+
+
+def user_message(text: str, *, id: str | None = None, metadata: dict[str, Any] | None = None) -> UIMessage:
+    """A user UI message with one text part."""
+    return UIMessage(id=id or new_id(), role="user", parts=[{"type": "text", "text": text}], metadata=metadata)
+
+
+def coerce_messages(value: MessageInput) -> list[UIMessage]:
+    """Accept a string, a UIMessage, a dict in UIMessage shape, or a list of those."""
+    if isinstance(value, str):
+        return [user_message(value)]
+    if isinstance(value, (UIMessage, dict)):
+        value = [value]
+    messages = []
+    for item in value:
+        if isinstance(item, str):
+            messages.append(user_message(item))
+        elif isinstance(item, UIMessage):
+            messages.append(item)
+        else:
+            data = dict(item)
+            data.setdefault("id", new_id())
+            messages.append(UIMessage.model_validate(data))
+    return messages
+
+
+def is_tool_part(part: dict[str, Any]) -> bool:
+    kind = part.get("type", "")
+    return kind.startswith("tool-") or kind == "dynamic-tool"
+
+
+def tool_name_of(part: dict[str, Any]) -> str:
+    if part.get("type") == "dynamic-tool":
+        return part.get("toolName", "")
+    return part["type"][len("tool-"):]
+
+
+def to_model_messages(history: Iterable[UIMessage]) -> list[ModelMessage]:
+    """Convert persisted UI messages to model messages.
+
+    An assistant message becomes one assistant model message per step (``step-start`` parts
+    separate steps), each followed by the results of its tool calls. Tool calls that are still
+    pending (a client tool, an approval) are left out, so no request ever carries a call
+    without its result.
+    """
+    out: list[ModelMessage] = []
+    for message in history:
+        if message.role == "assistant":
+            for step_parts in _split_steps(message.parts):
+                out.extend(_assistant_step(step_parts))
+        else:
+            text = "".join(p.get("text", "") for p in message.parts if p.get("type") == "text")
+            out.append(UserMessage(content=text))
+    return out
+
+
+def _split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    steps: list[list[dict[str, Any]]] = [[]]
+    for part in parts:
+        if part.get("type") == "step-start":
+            if steps[-1]:
+                steps.append([])
+            continue
+        steps[-1].append(part)
+    return [s for s in steps if s]
+
+
+def _assistant_step(parts: list[dict[str, Any]]) -> list[ModelMessage]:
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[ToolCallRequest] = []
+    results: list[ToolMessage] = []
+    for part in parts:
+        kind = part.get("type")
+        if kind == "text":
+            text.append(part.get("text", ""))
+        elif kind == "reasoning":
+            reasoning.append(part.get("text", ""))
+        elif is_tool_part(part) and part.get("state") in SETTLED_TOOL_STATES:
+            name = tool_name_of(part)
+            call_input = part.get("input")
+            calls.append(
+                ToolCallRequest(
+                    id=part["toolCallId"], name=name, input=call_input if isinstance(call_input, dict) else {}
+                )
+            )
+            if part["state"] == "output-available":
+                results.append(ToolMessage(tool_call_id=part["toolCallId"], tool_name=name, output=part.get("output")))
+            else:
+                error = part.get("errorText") or "Tool execution was denied."
+                results.append(ToolMessage(tool_call_id=part["toolCallId"], tool_name=name, output=error, is_error=True))
+    messages: list[ModelMessage] = []
+    if text or reasoning or calls:
+        messages.append(AssistantMessage(text="".join(text), reasoning="".join(reasoning), tool_calls=calls))
+    messages.extend(results)
+    return messages

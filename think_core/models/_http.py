@@ -1,0 +1,151 @@
+"""HTTP plumbing shared by the built-in providers: API keys, clients, error bodies.
+
+Kept private: the providers' public surface is their constructor and ``stream``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import ssl
+from typing import Any, AsyncIterator, Mapping
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..errors import ConfigurationError, ProviderError
+
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
+"""The official SDKs' default: a long read timeout (reasoning models think silently for minutes),
+a short connect timeout so an unreachable host fails fast and can be retried."""
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
+@functools.lru_cache(maxsize=1)
+def shared_ssl_context() -> ssl.SSLContext:
+    """One TLS context for every client we create: building one costs ~40 ms (it loads the CA
+    bundle), far more than the rest of a client, and it would otherwise be paid per call."""
+    return httpx.create_ssl_context()
+
+
+def is_local_url(url: str) -> bool:
+    """True for loopback servers (Ollama, vLLM, llama.cpp on this machine), which need no key."""
+    host = (urlsplit(url).hostname or "").lower()
+    return host in _LOCAL_HOSTS or host.startswith("127.")
+
+
+def resolve_api_key(explicit: str | None, env_value: str | None, env_var: str, base_url: str, provider: str) -> str:
+    """The key to send, ``""`` meaning "send none".
+
+    ``None`` means "not given": fall back to the environment. An explicit ``""`` opts out of
+    authentication (a keyless OpenAI-compatible server, or auth passed through ``headers``).
+    With no key at all, a loopback ``base_url`` is allowed keyless and anything else is a
+    :class:`ConfigurationError` raised before any request is made.
+    """
+    if explicit is not None:
+        return explicit
+    if env_value:
+        return env_value
+    if is_local_url(base_url):
+        return ""
+    raise ConfigurationError(
+        f"{provider}: no API key. Set the {env_var} environment variable or pass api_key=... "
+        f"(api_key='' sends no key, for servers that need none)."
+    )
+
+
+@contextlib.asynccontextmanager
+async def client_for_call(client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> AsyncIterator[httpx.AsyncClient]:
+    """The caller's client when one was given (never closed here), else a client that lives
+    exactly as long as one call, so no socket outlives it. Pass a shared ``client=`` to a
+    model for connection reuse across calls."""
+    if client is not None:
+        yield client
+        return
+    async with httpx.AsyncClient(timeout=timeout, verify=shared_ssl_context()) as own:
+        yield own
+
+
+def call_timeout(default: httpx.Timeout, seconds: float | None) -> httpx.Timeout:
+    """``CallSettings.timeout`` (seconds) bounds each network operation of the call."""
+    return default if seconds is None else httpx.Timeout(seconds)
+
+
+def _text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return str(value)
+
+
+def error_from_response(response: httpx.Response, content: bytes, provider: str) -> ProviderError:
+    """A :class:`ProviderError` from a non-2xx response, whatever the server's error shape.
+
+    Handles ``{"error": {"message", "type", "code"}}`` (OpenAI, Azure, Groq, DeepSeek,
+    Anthropic), ``{"error": "text"}`` (Ollama), top-level ``message``/``type``/``code`` (vLLM,
+    OpenRouter) and non-JSON bodies.
+    """
+    text = content.decode("utf-8", "replace")
+    body: Any = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        pass
+    message = code = etype = None
+    if isinstance(body, dict):
+        err = body.get("error")
+        if isinstance(err, dict):
+            message, code, etype = _text(err.get("message")), _text(err.get("code")), _text(err.get("type"))
+            details = err.get("details")
+            if code is None and isinstance(details, dict):
+                code = _text(details.get("error_code"))
+            if etype is None:
+                etype = _text(err.get("status"))  # Google: "INVALID_ARGUMENT"
+        elif isinstance(err, str):
+            message = err
+        message = message or _text(body.get("message"))
+        code = code or _text(body.get("code"))
+        if etype is None and body.get("type") != "error":
+            etype = _text(body.get("type"))
+    if not message:
+        message = text.strip()[:500] or response.reason_phrase or "request failed"
+    if response.status_code in (401, 403):
+        message = f"{message} (authentication failed: check the API key)"
+    return ProviderError(
+        message,
+        status=response.status_code,
+        code=code,
+        type=etype,
+        headers=response.headers,
+        body=body,
+        provider=provider,
+    )
+
+
+def stream_error(payload: Mapping[str, Any], provider: str, default: str) -> ProviderError:
+    """A :class:`ProviderError` (no HTTP status) from an error event inside a 200 stream."""
+    err = payload.get("error")
+    if isinstance(err, dict):
+        return ProviderError(
+            _text(err.get("message")) or default,
+            code=_text(err.get("code")),
+            type=_text(err.get("type")),
+            body=payload,
+            provider=provider,
+        )
+    return ProviderError(_text(err) or _text(payload.get("message")) or default, body=payload, provider=provider)
+
+
+def incomplete_stream(provider: str) -> ProviderError:
+    """The connection closed cleanly before the provider's end-of-stream marker."""
+    return ProviderError(
+        "the stream ended before the response was complete", type="incomplete_stream", provider=provider
+    )
+
+
+def invalid_event(provider: str, data: str) -> ProviderError:
+    """An event whose data is not the JSON the protocol promises (a truncated or garbled stream)."""
+    return ProviderError(
+        f"invalid JSON in stream event: {data[:200]!r}", type="invalid_stream", body=data, provider=provider
+    )

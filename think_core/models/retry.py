@@ -1,0 +1,191 @@
+"""Pre-output retries for streaming model calls.
+
+A failed model call may be retried only while nothing has reached the caller: once a token
+has been yielded, a retry would duplicate output the user has already seen, so later errors
+are raised as they are. Before that point, the conventions of the official SDKs apply
+(``reference/providers.md`` §8): retry transport errors and HTTP 408/409/429/5xx (529
+included), honour ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) up to a cap,
+otherwise exponential backoff with jitter; two retries by default.
+
+A server-directed wait *longer* than the cap is not shortened and retried: the server has said
+earlier retries will fail (Azure answers a daily quota with ``retry-after: 86400``), so the
+error is raised at once, as openai-python does.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Mapping, TypeVar
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from ..errors import ProviderError
+
+__all__ = [
+    "RETRYABLE_STATUSES",
+    "RetryPolicy",
+    "is_retryable",
+    "parse_retry_after",
+    "stream_with_retry",
+]
+
+E = TypeVar("E")
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+"""Plus every status >= 500 (which includes Anthropic's 529 "overloaded")."""
+
+# In-stream errors carry no HTTP status; these error types/codes mean "try again later".
+_RETRYABLE_STREAM_TYPES = frozenset(
+    {
+        "server_error",
+        "api_error",
+        "overloaded_error",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "timeout_error",
+        "incomplete_stream",
+        "invalid_stream",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long to retry. ``max_retries`` counts retries (attempts - 1).
+
+    ``cap_seconds`` bounds a server-directed wait; ``initial_delay``/``max_delay`` shape the
+    exponential backoff used when the server gives no hint (0.5 s, 1 s, 2 s ... up to 8 s, each
+    multiplied by a jitter factor in [0.75, 1]).
+    """
+
+    max_retries: int = 2
+    cap_seconds: float = 60.0
+    initial_delay: float = 0.5
+    max_delay: float = 8.0
+
+    def backoff(self, retry_number: int) -> float:
+        """Delay before retry ``retry_number`` (0-based) when the server gave no hint."""
+        base = min(self.initial_delay * 2**retry_number, self.max_delay)
+        return base * (1 - 0.25 * random.random())
+
+    def server_delay(self, error: BaseException) -> float | None:
+        """The wait the server asked for, or ``None`` when it gave no usable hint."""
+        if isinstance(error, ProviderError):
+            return parse_retry_after(error.headers)
+        return None
+
+    def should_retry(self, error: BaseException) -> bool:
+        """Whether ``error`` (raised before any output) deserves another attempt."""
+        if not is_retryable(error):
+            return False
+        hint = self.server_delay(error)
+        return hint is None or hint <= self.cap_seconds
+
+    def wait(self, state: RetryCallState) -> float:
+        """tenacity ``wait`` callback: the server's hint when present, else backoff."""
+        error = state.outcome.exception() if state.outcome else None
+        hint = self.server_delay(error) if error is not None else None
+        if hint is not None and 0 < hint <= self.cap_seconds:
+            return hint
+        return self.backoff(state.attempt_number - 1)
+
+
+def is_retryable(error: BaseException) -> bool:
+    """Transport errors, retryable HTTP statuses, and transient in-stream error types."""
+    if isinstance(error, httpx.TransportError):  # connect/read/write errors, timeouts, resets
+        return True
+    if not isinstance(error, ProviderError):
+        return False
+    override = (_header(error.headers, "x-should-retry") or "").lower()
+    if override == "true":
+        return True
+    if override == "false":
+        return False
+    if error.status is not None:
+        return error.status in RETRYABLE_STATUSES or error.status >= 500
+    return (error.type or "") in _RETRYABLE_STREAM_TYPES or (
+        error.code or ""
+    ) in _RETRYABLE_STREAM_TYPES
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (float ms), else ``retry-after`` (float seconds
+    or an HTTP date). ``None`` when absent, unparsable or not positive."""
+    if not headers:
+        return None
+    raw_ms = _header(headers, "retry-after-ms")
+    if raw_ms:
+        try:
+            seconds = float(raw_ms) / 1000
+        except ValueError:
+            seconds = None
+        if seconds is not None and seconds > 0:
+            return seconds
+    raw = _header(headers, "retry-after")
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(raw)
+        if parsed is None:
+            return None
+        seconds = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+    return seconds if seconds > 0 else None
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    """Case-insensitive header lookup (plain dicts may keep the server's capitalisation)."""
+    value = headers.get(name)
+    if value is None and not isinstance(headers, httpx.Headers):
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
+    return None if value is None else value.strip()
+
+
+async def stream_with_retry(
+    open_stream: Callable[[], AsyncIterator[E]], policy: RetryPolicy
+) -> AsyncIterator[E]:
+    """Yield the events of ``open_stream()``, re-opening it on a retryable error raised
+    before its first event; after the first event every error propagates unchanged.
+
+    Each attempt's iterator is closed (``aclose``) when it fails, when the stream ends and
+    when the consumer stops early, so the HTTP response behind it is always released.
+    """
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(policy.max_retries + 1),
+        wait=policy.wait,
+        retry=retry_if_exception(policy.should_retry),
+        reraise=True,
+    )
+    stream: AsyncIterator[E] | None = None
+    first: E | None = None
+    empty = False
+    async for attempt in retrying:
+        with attempt:
+            stream = open_stream()
+            try:
+                first = await stream.__anext__()
+            except StopAsyncIteration:
+                empty = True
+            except BaseException:
+                await _aclose(stream)
+                raise
+    assert stream is not None
+    try:
+        if empty:
+            return
+        yield first  # type: ignore[misc]
+        async for event in stream:
+            yield event
+    finally:
+        await _aclose(stream)
+
+
+async def _aclose(stream: AsyncIterator[object]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

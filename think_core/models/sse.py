@@ -1,0 +1,143 @@
+"""Server-sent events decoding for streaming model responses.
+
+Providers stream their answers as ``text/event-stream``. The framing rules (WHATWG HTML,
+"Parsing an event stream") are easy to get subtly wrong, and real servers exercise every
+corner: Gemini/Vertex frame with CRLF, OpenRouter sends ``: OPENROUTER PROCESSING`` comments,
+Anthropic sends ``event:`` lines, and TCP splits reads anywhere (inside a UTF-8 sequence,
+between ``\\r`` and ``\\n``). This module implements the rules once.
+
+It sits on the per-token hot path, so it works on whole chunks: one incremental UTF-8 decode
+per read, ``str.split("\\n")`` for the lines, and a ``startswith("data:")`` fast path. There
+is no per-byte Python loop.
+"""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from typing import AsyncIterable, AsyncIterator
+
+__all__ = ["SSEDecoder", "SSEEvent", "aiter_sse"]
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    """One dispatched event. ``event`` defaults to ``"message"`` as the spec says; ``id`` is the
+    last event id seen so far in the stream (it persists across events), ``retry`` the
+    reconnection time in milliseconds when this event carried a valid ``retry:`` field."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+    retry: int | None = None
+
+
+class SSEDecoder:
+    """Incremental decoder: :meth:`feed` bytes as they arrive, get the completed events back.
+
+    A sync object on purpose: it can be driven by any byte source and unit-tested without I/O.
+    """
+
+    __slots__ = ("_decoder", "_tail", "_skip_lf", "_data", "_event", "_id", "_retry")
+
+    def __init__(self) -> None:
+        # utf-8-sig drops a leading BOM even when it is split across reads.
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
+        self._tail = ""  # an unterminated line carried over to the next read
+        self._skip_lf = False  # the previous read ended in "\r": a leading "\n" belongs to it
+        self._data: list[str] = []
+        self._event: str | None = None
+        self._id: str | None = None
+        self._retry: int | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Consume one read of the byte stream; return the events it completed (often none)."""
+        text = self._decoder.decode(chunk)
+        if not text:
+            return []
+        if self._skip_lf:
+            self._skip_lf = False
+            if text[0] == "\n":
+                text = text[1:]
+                if not text:
+                    return []
+        if "\r" in text:
+            # A trailing "\r" already ends its line; remember to drop the "\n" of a CRLF split
+            # across reads so it does not count as an extra (event-dispatching) blank line.
+            self._skip_lf = text[-1] == "\r"
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        if self._tail:
+            text = self._tail + text
+        lines = text.split("\n")
+        self._tail = lines.pop()
+        if not lines:
+            return []
+        return self._process(lines)
+
+    def flush(self) -> list[SSEEvent]:
+        """End of stream: finish an unterminated last line and dispatch a pending event.
+
+        The spec discards an event that is not followed by a blank line; we are lenient and
+        dispatch it, because some servers close right after ``data: [DONE]``. A genuinely
+        truncated JSON payload still fails to parse, so truncation is not hidden.
+        """
+        text = self._decoder.decode(b"", True)
+        if text:
+            self._tail += text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = self._tail.split("\n") if self._tail else []
+        self._tail = ""
+        lines.append("")
+        return self._process(lines)
+
+    def _process(self, lines: list[str]) -> list[SSEEvent]:
+        events: list[SSEEvent] = []
+        data = self._data
+        for line in lines:
+            if line.startswith("data:"):  # the hot path: nearly every line is a data line
+                value = line[5:]
+                data.append(value[1:] if value[:1] == " " else value)
+            elif not line:
+                if data:
+                    events.append(
+                        SSEEvent(
+                            "\n".join(data) if len(data) > 1 else data[0],
+                            self._event or "message",
+                            self._id,
+                            self._retry,
+                        )
+                    )
+                    data.clear()
+                self._event = None
+                self._retry = None
+            elif line[0] == ":":
+                continue  # a comment / keep-alive
+            else:
+                self._field(line)
+        return events
+
+    def _field(self, line: str) -> None:
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":  # "data" without a colon: an empty data line
+            self._data.append(value)
+        elif name == "id":
+            if "\0" not in value:
+                self._id = value
+        elif name == "retry":
+            if value.isascii() and value.isdigit():
+                self._retry = int(value)
+        # any other field name is ignored, as the spec requires
+
+
+async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent]:
+    """Decode an async byte stream (e.g. ``httpx.Response.aiter_bytes()``) into events."""
+    decoder = SSEDecoder()
+    feed = decoder.feed
+    async for chunk in byte_stream:
+        for event in feed(chunk):
+            yield event
+    for event in decoder.flush():
+        yield event

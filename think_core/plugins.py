@@ -1,0 +1,283 @@
+"""The plugin manager: one per agent, built by :func:`build_plugin_manager`.
+
+There is no module-global manager, so two agents in one process can run different plugin sets
+and tests stay hermetic. The manager is pluggy's, with three additions the engine relies on:
+
+* :meth:`ThinkPluginManager.register` refuses what the async dispatcher
+  (:mod:`think_core.dispatch`) cannot honour — wrappers, ``async def`` ``on_chunk``
+  implementations, async generators, unknown hook names — *before* anything is registered;
+* a ``generation`` counter, bumped on every (un)registration, so the dispatcher can cache
+  its per-hook call lists and rebuild them only when the plugin set changes;
+* ``plugin_infos``: what was loaded, disabled or failed, for ``think plugins``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.metadata
+import inspect
+import logging
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import pluggy
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from . import hookspecs
+from .errors import ConfigurationError
+from .markers import ENTRY_POINT_GROUP, PROJECT
+
+__all__ = ["PluginInfo", "ThinkPluginManager", "build_plugin_manager"]
+
+logger = logging.getLogger("think.plugins")
+
+PluginStatus = Literal["loaded", "disabled", "failed"]
+
+
+class PluginInfo(BaseModel):
+    """One row of the plugin listing.
+
+    ``hooks`` is empty for disabled and failed plugins: a disabled entry point is never
+    imported, so its hooks are unknown. ``value`` is the entry point's target
+    (``"pkg.module:Class"``) or, for an explicitly passed plugin, where its code lives.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    status: PluginStatus
+    hooks: tuple[str, ...] = ()
+    distribution: str | None = None
+    version: str | None = None
+    value: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Where a registered plugin came from (kept until it is unregistered)."""
+
+    distribution: str | None = None
+    version: str | None = None
+    value: str | None = None
+
+
+class ThinkPluginManager(pluggy.PluginManager):
+    """pluggy's manager for project ``think``, with the think hookspecs already added."""
+
+    def __init__(self) -> None:
+        super().__init__(PROJECT)
+        self.add_hookspecs(hookspecs)
+        #: Bumped on every register/unregister; the dispatcher keys its caches on it.
+        self.generation = 0
+        self._sources: dict[str, _Source] = {}
+        self._unloaded: list[PluginInfo] = []
+
+    def register(
+        self, plugin: object, name: str | None = None, *, source: _Source | None = None
+    ) -> str | None:
+        """Validate ``plugin`` for think's dispatcher, then register it as pluggy does.
+
+        Raises :class:`pluggy.PluginValidationError` naming the plugin when it cannot be
+        dispatched correctly; in that case nothing of the plugin stays registered (pluggy
+        itself may leave a half-registered plugin behind when a later impl fails its checks).
+        """
+        plugin_name = name or self.get_canonical_name(plugin)
+        self._validate(plugin, plugin_name)
+        was_registered = self.is_registered(plugin)
+        try:
+            registered = super().register(plugin, name)
+        except Exception:
+            if not was_registered and self.is_registered(plugin):
+                self.unregister(plugin)
+            raise
+        self.generation += 1
+        if registered is not None:
+            self._sources[registered] = source or _describe_object(plugin)
+        return registered
+
+    def unregister(self, plugin: object | None = None, name: str | None = None) -> Any | None:
+        """Unregister as pluggy does, and invalidate the dispatcher's cached call lists."""
+        if name is None and plugin is not None:
+            name = self.get_name(plugin)
+        removed = super().unregister(plugin, name)
+        self.generation += 1
+        if name is not None:
+            self._sources.pop(name, None)
+        return removed
+
+    def record_unloaded(self, info: PluginInfo) -> None:
+        """Remember an entry point that was disabled or failed, so it is still listed."""
+        self._unloaded.append(info)
+
+    @property
+    def plugin_infos(self) -> list[PluginInfo]:
+        """Registered plugins (registration order), then disabled and failed entry points."""
+        infos = []
+        for name, plugin in self.list_name_plugin():
+            if plugin is None:  # a name blocked through pluggy's set_blocked
+                continue
+            callers = self.get_hookcallers(plugin) or []
+            infos.append(
+                PluginInfo(
+                    name=name,
+                    status="loaded",
+                    hooks=tuple(sorted(caller.name for caller in callers)),
+                    **asdict(self._sources[name]),
+                )
+            )
+        return infos + self._unloaded
+
+    def _validate(self, plugin: object, plugin_name: str) -> None:
+        for attr in dir(plugin):
+            opts = self.parse_hookimpl_opts(plugin, attr)
+            if opts is None:
+                continue
+            hook_name = opts.get("specname") or attr
+            function = getattr(plugin, attr)
+            where = f"plugin {plugin_name!r}: hook implementation {hook_name!r}"
+            if opts.get("wrapper") or opts.get("hookwrapper"):
+                raise pluggy.PluginValidationError(
+                    plugin,
+                    f"{where} is a wrapper; think dispatches hooks itself (awaiting async "
+                    "implementations), so wrappers are not supported. Use tryfirst=True or "
+                    "trylast=True to order an implementation instead.",
+                )
+            if inspect.isasyncgenfunction(function):
+                raise pluggy.PluginValidationError(
+                    plugin,
+                    f"{where} is an async generator; hook implementations must be 'def' or "
+                    "'async def' functions that return their result.",
+                )
+            if hook_name in hookspecs.SYNC_ONLY_HOOKS and inspect.iscoroutinefunction(function):
+                raise pluggy.PluginValidationError(
+                    plugin,
+                    f"{where} is 'async def'; {hook_name} must be a plain def: it runs "
+                    "synchronously for every streamed token. Buffer in it and do I/O in "
+                    "on_step_finish.",
+                )
+            caller = getattr(self.hook, hook_name, None)
+            known = caller is not None and caller.has_spec()
+            if not known and not opts.get("optionalhook"):
+                close = difflib.get_close_matches(hook_name, _spec_names(), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise pluggy.PluginValidationError(
+                    plugin, f"{where} does not match any think hook{hint}"
+                )
+
+
+def _spec_names() -> list[str]:
+    return [name for name in dir(hookspecs) if hasattr(getattr(hookspecs, name), f"{PROJECT}_spec")]
+
+
+def _describe_object(plugin: object) -> _Source:
+    """Where an explicitly registered plugin's code lives (its module, or module:class)."""
+    if inspect.ismodule(plugin):
+        return _Source(value=plugin.__name__)
+    cls = type(plugin)
+    return _Source(value=f"{cls.__module__}:{cls.__qualname__}")
+
+
+def _env_names(variable: str) -> frozenset[str] | None:
+    """A comma-separated name list from the environment; ``None`` when the variable is unset."""
+    raw = os.environ.get(variable)
+    if raw is None:
+        return None
+    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _apply_settings(plugin: object, name: str, settings: Mapping[str, Any]) -> None:
+    """Validate ``settings[name]`` with the plugin's ``settings_model`` and set ``plugin.settings``.
+
+    Bad settings must stop start-up with a message naming the plugin and the field, rather
+    than surface later as an attribute error deep inside a turn.
+    """
+    model = getattr(plugin, "settings_model", None)
+    if model is None:
+        return
+    try:
+        plugin.settings = model.model_validate(settings.get(name, {}))  # type: ignore[attr-defined]
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in err['loc']) or '(section)'}: {err['msg']}"
+            for err in exc.errors()
+        )
+        raise ConfigurationError(f"invalid settings for plugin {name!r}: {problems}") from exc
+
+
+def _load_entry_points(
+    pm: ThinkPluginManager, disabled: frozenset[str], settings: Mapping[str, Any]
+) -> None:
+    """Register the ``think`` entry points that are allowed, isolating the broken ones.
+
+    Allow/deny lists are checked before ``ep.load()``, so a disabled plugin is never imported.
+    A plugin that fails to import, instantiate or register is logged and listed as failed;
+    bad settings are not isolated (they are the user's configuration error).
+    """
+    allowed = _env_names("THINK_PLUGINS")
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        dist = ep.dist
+        source = _Source(
+            distribution=dist.name if dist else None,
+            version=dist.version if dist else None,
+            value=ep.value,
+        )
+        if ep.name in disabled or (allowed is not None and ep.name not in allowed):
+            pm.record_unloaded(PluginInfo(name=ep.name, status="disabled", **asdict(source)))
+            continue
+        try:
+            target = ep.load()
+            plugin = target() if inspect.isclass(target) else target
+        except Exception as exc:
+            _record_failure(pm, ep.name, source, exc)
+            continue
+        _apply_settings(plugin, ep.name, settings)
+        try:
+            pm.register(plugin, name=ep.name, source=source)
+        except Exception as exc:
+            _record_failure(pm, ep.name, source, exc)
+
+
+def _record_failure(pm: ThinkPluginManager, name: str, source: _Source, exc: Exception) -> None:
+    logger.warning("plugin %r (%s) failed to load: %s", name, source.value, _error_text(exc))
+    logger.debug("traceback of plugin %r", name, exc_info=exc)
+    pm.record_unloaded(
+        PluginInfo(name=name, status="failed", error=_error_text(exc), **asdict(source))
+    )
+
+
+def build_plugin_manager(
+    *,
+    load_entrypoints: bool = True,
+    disable: Iterable[str] = (),
+    plugins: Iterable[object] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> ThinkPluginManager:
+    """Build the plugin manager of one agent.
+
+    Entry points of group ``think`` come first (unless ``load_entrypoints`` is false), then
+    ``plugins`` in the given order — pluggy calls the last registered first, so explicit
+    plugins run before installed ones. ``THINK_PLUGINS`` (allow-list, empty = none) and
+    ``THINK_DISABLE_PLUGINS`` / ``disable`` (deny-lists) name entry points.
+
+    Each plugin that declares ``settings_model`` gets ``plugin.settings`` validated from
+    ``settings[<plugin name>]``; invalid settings raise :class:`ConfigurationError`.
+    """
+    settings = settings or {}
+    pm = ThinkPluginManager()
+    if load_entrypoints:
+        disabled = frozenset(disable) | (_env_names("THINK_DISABLE_PLUGINS") or frozenset())
+        _load_entry_points(pm, disabled, settings)
+    for plugin in plugins:
+        declared = getattr(plugin, "name", None)
+        name = declared if isinstance(declared, str) else pm.get_canonical_name(plugin)
+        _apply_settings(plugin, name, settings)
+        pm.register(plugin, name=name)
+    pm.check_pending()
+    return pm

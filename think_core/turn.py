@@ -1,0 +1,482 @@
+"""One turn: the model loop of DESIGN §5 with every hook at its place.
+
+A :class:`Turn` is created by an entry path of :class:`~think_core.session.Session` while it
+holds the session's turn lock. ``run()`` drives the steps and returns the outcome; the session
+persists, releases the lock and fires ``on_chat_response``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+from pydantic import BaseModel, ValidationError
+
+from .events import ToolResult, Usage
+from .models.base import (
+    AssistantMessage,
+    CallSettings,
+    ModelMessage,
+    ModelRequest,
+    OutputSpec,
+    ToolCallRequest,
+    ToolMessage,
+    ToolSpec,
+    UserMessage,
+)
+from .tools import Tool, ToolInputError
+from .types import (
+    ChunkContext,
+    StepContext,
+    StepResult,
+    ToolCallContext,
+    ToolCallResultContext,
+    TurnConfig,
+    TurnContext,
+)
+from .ui_stream import AssistantMessageBuilder
+
+if TYPE_CHECKING:
+    from .session import Session
+
+logger = logging.getLogger("think.turn")
+
+BLOCKED_DEFAULT = 'Tool "{name}" was blocked by before_tool_call.'
+
+
+class TurnFailed(Exception):
+    """Internal: a turn error with the stage it happened at."""
+
+    def __init__(self, error: BaseException, stage: str, streamed: bool = False) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.stage = stage
+        self.streamed = streamed  # whether the failed step had produced output
+
+
+@dataclass
+class TurnOutcome:
+    status: str  # completed | error | aborted
+    error: Optional[BaseException] = None
+    error_text: Optional[str] = None
+    stage: Optional[str] = None
+    classification: Optional[str] = None
+    output: Any = None
+    usage: Usage = field(default_factory=Usage)
+    pending_tool_calls: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _ToolOutcome:
+    call: ToolCallRequest
+    output: Any = None
+    error: Optional[str] = None
+    pending: bool = False
+
+
+class Turn:
+    """Runs the steps of one turn. Created and driven by the session under its turn lock."""
+
+    def __init__(
+        self,
+        session: "Session",
+        *,
+        request_id: str,
+        trigger: str,
+        continuation: bool,
+        body: Optional[dict[str, Any]],
+        builder: AssistantMessageBuilder,
+        history: list[ModelMessage],
+    ) -> None:
+        self.session = session
+        self.agent = session.agent
+        self.hooks = session.agent.hooks
+        self.request_id = request_id
+        self.trigger = trigger
+        self.continuation = continuation
+        self.body = body
+        self.builder = builder
+        self.history = history
+        self.steps: list[StepResult] = []
+        self.usage = Usage()
+        self.step_messages: list[ModelMessage] = []
+        self.output_type: Any = None
+        self.invalid_inputs: dict[str, str] = {}
+
+    # ------------------------------------------------------------------------------------
+    async def run(self) -> TurnOutcome:
+        agent = self.agent
+        tools: dict[str, Tool] = dict(agent.tools)
+        ctx = TurnContext(
+            session=self.session,
+            request_id=self.request_id,
+            trigger=self.trigger,
+            system=agent.system,
+            messages=list(self.history),
+            tools=dict(tools),
+            model=agent.model,
+            continuation=self.continuation,
+            body=self.body,
+        )
+        try:
+            config = await self.hooks.before_turn(ctx) or TurnConfig()
+        except Exception as exc:
+            raise TurnFailed(exc, "turn") from exc
+
+        model = agent.resolve_model(config.model) if config.model is not None else agent.model
+        if model is None:
+            raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
+        system = config.system if config.system is not None else ctx.system
+        messages = list(config.messages) if config.messages is not None else ctx.messages
+        if messages and messages[-1].role == "assistant":
+            # A request must not end with the assistant's turn (providers reject prefill).
+            messages.append(
+                UserMessage(content="Continue your previous response from exactly where it left off. Do not repeat any of it.")
+            )
+        if config.tools:
+            for extra in config.tools:
+                tools[extra.name] = extra
+        active_tools = config.active_tools
+        tool_choice = config.tool_choice
+        max_steps = config.max_steps if config.max_steps is not None else agent.max_steps
+        if config.send_reasoning is not None:
+            self.builder.send_reasoning = config.send_reasoning
+        output_spec = self._output_spec(config.output)
+        settings = config.call_settings(CallSettings())
+
+        chunk_observers = self.hooks.chunk_observers
+        for step_number in range(max_steps):
+            step_model, step_system, step_messages = model, system, messages + self.step_messages
+            step_active, step_choice = active_tools, tool_choice
+            step_ctx = StepContext(
+                session=self.session,
+                request_id=self.request_id,
+                step_number=step_number,
+                steps=list(self.steps),
+                model=model,
+                messages=step_messages,
+            )
+            try:
+                step_config = await self.hooks.before_step(step_ctx)
+            except Exception as exc:
+                raise TurnFailed(exc, "turn") from exc
+            if step_config is not None:
+                if step_config.model is not None:
+                    step_model = agent.resolve_model(step_config.model)
+                if step_config.system is not None:
+                    step_system = step_config.system
+                if step_config.messages is not None:
+                    step_messages = list(step_config.messages)
+                if step_config.active_tools is not None:
+                    step_active = step_config.active_tools
+                if step_config.tool_choice is not None:
+                    step_choice = step_config.tool_choice
+            step_tools = {n: t for n, t in tools.items() if step_active is None or n in step_active}
+            request = ModelRequest(
+                system=step_system,
+                messages=step_messages,
+                tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in step_tools.values()],
+                tool_choice=step_choice,
+                output=output_spec,
+                settings=settings,
+            )
+            step = await self._stream_step(step_number, step_model, request, chunk_observers)
+            calls = step.tool_calls
+            outcomes = await self._run_tools(step_number, calls, step_tools, step_messages) if calls else []
+            step.tool_results = [
+                {"tool_call_id": o.call.id, "tool_name": o.call.name, "output": o.output, "error": o.error}
+                for o in outcomes
+                if not o.pending
+            ]
+            self.builder.finish_step()
+            self.steps.append(step)
+            self.usage = self.usage + step.usage
+            settled = [o for o in outcomes if not o.pending]
+            self.step_messages.append(
+                AssistantMessage(
+                    text=step.text,
+                    reasoning=step.reasoning_text,
+                    tool_calls=[o.call for o in settled],
+                )
+            )
+            self.step_messages.extend(
+                ToolMessage(
+                    tool_call_id=o.call.id,
+                    tool_name=o.call.name,
+                    output=o.error if o.error is not None else o.output,
+                    is_error=o.error is not None,
+                )
+                for o in settled
+            )
+            await self.hooks.on_step_finish(step)
+            pending = [o.call.id for o in outcomes if o.pending]
+            if pending:
+                return TurnOutcome("completed", usage=self.usage, pending_tool_calls=pending)
+            if not calls:
+                break
+
+        output = self._parse_output(config.output)
+        return TurnOutcome("completed", usage=self.usage, output=output)
+
+    # ------------------------------------------------------------------------------------
+    async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
+        builder = self.builder
+        builder.start_step()
+        emit_chunk = self.hooks.emit_chunk
+        session, request_id = self.session, self.request_id
+        text: list[str] = []
+        reasoning: list[str] = []
+        calls: list[ToolCallRequest] = []
+        finish = None
+        streamed = False
+        try:
+            async for event in model.stream(request):
+                kind = event.type
+                if kind == "text-delta":
+                    streamed = True
+                    text.append(event.text)
+                    builder.text_delta(event.text)
+                elif kind == "reasoning-delta":
+                    streamed = True
+                    reasoning.append(event.text)
+                    builder.reasoning_delta(event.text)
+                elif kind == "tool-input-start":
+                    streamed = True
+                    builder.tool_input_start(event.tool_call_id, event.tool_name)
+                elif kind == "tool-input-delta":
+                    builder.tool_input_delta(event.tool_call_id, event.delta)
+                elif kind == "tool-call":
+                    streamed = True
+                    raw_input = event.input if event.input is not None else event.raw_input
+                    builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
+                    calls.append(
+                        ToolCallRequest.model_construct(
+                            id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+                        )
+                    )
+                    if event.input is None:
+                        # The arguments were not a JSON object: the call is answered with an error result.
+                        self.invalid_inputs[event.tool_call_id] = event.raw_input
+                elif kind == "finish":
+                    finish = event
+                    continue
+                elif kind == "error":
+                    raise event.error
+                else:
+                    continue
+                if observers:
+                    emit_chunk(ChunkContext(session, request_id, step_number, event))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            builder.drop_unfinished_tool_inputs()
+            raise TurnFailed(exc, "stream", streamed) from exc
+        builder.drop_unfinished_tool_inputs()
+        return StepResult(
+            session=session,
+            request_id=request_id,
+            step_number=step_number,
+            finish_reason=finish.finish_reason if finish else "other",
+            text="".join(text),
+            reasoning_text="".join(reasoning),
+            tool_calls=calls,
+            usage=finish.usage if finish else Usage(),
+            model_id=(finish.model_id if finish and finish.model_id else getattr(model, "model_id", None)),
+            response_id=finish.response_id if finish else None,
+            provider_metadata=finish.provider_metadata if finish else None,
+        )
+
+    # ------------------------------------------------------------------------------------
+    async def _run_tools(
+        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, Tool], messages: list[ModelMessage]
+    ) -> list[_ToolOutcome]:
+        if len(calls) == 1:
+            return [await self._run_tool(step_number, calls[0], tools, messages)]
+        return list(await asyncio.gather(*(self._run_tool(step_number, c, tools, messages) for c in calls)))
+
+    async def _run_tool(
+        self, step_number: int, call: ToolCallRequest, tools: dict[str, Tool], messages: list[ModelMessage]
+    ) -> _ToolOutcome:
+        tool = tools.get(call.name)
+        invalid_raw = self.invalid_inputs.get(call.id)
+        model_input = call.input
+        started = time.perf_counter()
+        decision = "allow"
+        if tool is None:
+            available = ", ".join(sorted(tools)) or "none"
+            return await self._finish_tool(
+                step_number, call, tool, messages, started, decision,
+                error=f"Unknown tool {call.name!r}. Available tools: {available}.",
+            )
+        if invalid_raw is not None:
+            return await self._finish_tool(
+                step_number, call, tool, messages, started, decision,
+                error=f"Invalid arguments for tool {call.name!r}: expected a JSON object, got {invalid_raw!r}.",
+            )
+        try:
+            validated = tool.validate_input(model_input)
+        except ToolInputError as exc:
+            return await self._finish_tool(step_number, call, tool, messages, started, decision, error=str(exc))
+
+        if tool.is_client:
+            return _ToolOutcome(call, pending=True)
+        if tool.annotations.needs_approval and not self.session._is_approved(call.id):
+            self.builder.tool_approval_requested(call.id)
+            return _ToolOutcome(call, pending=True)
+
+        ctx = ToolCallContext(
+            session=self.session,
+            request_id=self.request_id,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            input=validated,
+            tool=tool,
+            messages=messages,
+        )
+        try:
+            verdict = await self.hooks.before_tool_call(ctx)
+        except Exception as exc:
+            logger.warning("before_tool_call failed for %s: %r", call.name, exc)
+            return await self._finish_tool(
+                step_number, call, tool, messages, started, decision, error=f"before_tool_call failed: {exc}"
+            )
+        if verdict is not None and verdict.action == "block":
+            decision = "block"
+            output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
+            return await self._finish_tool(step_number, call, tool, messages, started, decision, output=output)
+        if verdict is not None and verdict.action == "substitute":
+            return await self._finish_tool(
+                step_number, call, tool, messages, started, "substitute", output=verdict.output
+            )
+        run_input = verdict.input if verdict is not None and verdict.input is not None else validated
+        try:
+            output = await self._execute(step_number, tool, call, run_input)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return await self._finish_tool(step_number, call, tool, messages, started, decision, error=_describe(exc))
+        return await self._finish_tool(step_number, call, tool, messages, started, decision, output=output)
+
+    async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
+        function = tool.function
+        if tool.is_generator:
+            last: Any = None
+            observers = self.hooks.chunk_observers
+            async for value in function(**run_input):
+                last = value
+                self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
+                if observers:
+                    self.hooks.emit_chunk(
+                        ChunkContext(
+                            self.session, self.request_id, step_number,
+                            ToolResult(call.id, call.name, value, preliminary=True),
+                        )
+                    )
+            return last
+        if tool.is_async:
+            return await function(**run_input)
+        result = function(**run_input)
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            return await result
+        return result
+
+    async def _finish_tool(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: Optional[Tool],
+        messages: list[ModelMessage],
+        started: float,
+        decision: str,
+        *,
+        output: Any = None,
+        error: Optional[str] = None,
+    ) -> _ToolOutcome:
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        output = _jsonable(output)
+        if error is None:
+            self.builder.tool_output(call.id, output)
+        else:
+            self.builder.tool_error(call.id, error)
+        await self.hooks.after_tool_call(
+            ToolCallResultContext(
+                session=self.session,
+                request_id=self.request_id,
+                step_number=step_number,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                input=call.input,
+                tool=tool,
+                messages=messages,
+                success=error is None,
+                output=output,
+                error=error,
+                duration_ms=duration_ms,
+                decision=decision,
+            )
+        )
+        if self.hooks.chunk_observers:
+            self.hooks.emit_chunk(
+                ChunkContext(self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error))
+            )
+        return _ToolOutcome(call, output=output, error=error)
+
+    # ------------------------------------------------------------------------------------
+    def _output_spec(self, output: Any) -> Optional[OutputSpec]:
+        if output is None:
+            return None
+        if isinstance(output, type) and issubclass(output, BaseModel):
+            self.output_type = output
+            return OutputSpec(name=output.__name__, json_schema=output.model_json_schema())
+        if isinstance(output, dict):
+            return OutputSpec(name=output.get("title", "output"), json_schema=output)
+        raise TurnFailed(TypeError("TurnConfig.output must be a pydantic model class or a JSON schema dict"), "turn")
+
+    def _parse_output(self, output: Any) -> Any:
+        if output is None:
+            return None
+        text = self.steps[-1].text if self.steps else ""
+        try:
+            if self.output_type is not None:
+                return self.output_type.model_validate_json(_strip_fences(text))
+            return json.loads(_strip_fences(text))
+        except (ValidationError, ValueError) as exc:
+            raise TurnFailed(ValueError(f"structured output did not validate: {exc}"), "stream") from exc
+
+
+def _strip_fences(text: str) -> str:
+    stripped = text.strip()
+    if stripped.startswith("```"):
+        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
+        if stripped.rstrip().endswith("```"):
+            stripped = stripped.rstrip()[:-3]
+    return stripped.strip()
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    """Tool outputs are persisted as JSON: pydantic models and other objects are converted."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        from pydantic_core import to_jsonable_python
+
+        try:
+            return to_jsonable_python(value)
+        except Exception:
+            return repr(value)
+

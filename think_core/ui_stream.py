@@ -1,0 +1,178 @@
+"""Builds the assistant UI message of a turn and, optionally, the AI SDK UI message stream
+chunks that describe it (``start``, ``start-step``, ``text-start/delta/end``,
+``reasoning-*``, ``tool-input-*``, ``tool-output-*``, ``finish-step``, ``finish``, ``error``).
+
+The same chunks are sent by ``session.stream()``, the WebSocket server and ``POST /api/chat``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from .types import UIMessage
+
+Emit = Optional[Callable[[dict[str, Any]], None]]
+
+
+class AssistantMessageBuilder:
+    """Accumulates parts of one assistant message; emits UI chunks through ``emit`` if given."""
+
+    def __init__(self, message_id: str, emit: Emit = None, *, send_reasoning: bool = True) -> None:
+        self.message_id = message_id
+        self.parts: list[dict[str, Any]] = []
+        self._emit = emit
+        self.send_reasoning = send_reasoning
+        self._open_kind: str | None = None  # "text" | "reasoning" | None
+        self._open_part: dict[str, Any] | None = None
+        self._pieces: list[str] = []
+        self._block_counter = 0
+        self._tool_parts: dict[str, dict[str, Any]] = {}
+
+    # -- stream framing -------------------------------------------------------------------
+    def start(self, metadata: dict[str, Any] | None = None) -> None:
+        if self._emit:
+            chunk: dict[str, Any] = {"type": "start", "messageId": self.message_id}
+            if metadata:
+                chunk["messageMetadata"] = metadata
+            self._emit(chunk)
+
+    def start_step(self) -> None:
+        self._close_block()
+        self.parts.append({"type": "step-start"})
+        if self._emit:
+            self._emit({"type": "start-step"})
+
+    def finish_step(self) -> None:
+        self._close_block()
+        if self._emit:
+            self._emit({"type": "finish-step"})
+
+    def finish(self, metadata: dict[str, Any] | None = None) -> None:
+        self._close_block()
+        if self._emit:
+            chunk: dict[str, Any] = {"type": "finish"}
+            if metadata:
+                chunk["messageMetadata"] = metadata
+            self._emit(chunk)
+
+    def error(self, error_text: str) -> None:
+        self._close_block()
+        if self._emit:
+            self._emit({"type": "error", "errorText": error_text})
+
+    def abort(self) -> None:
+        self._close_block()
+        if self._emit:
+            self._emit({"type": "abort"})
+
+    # -- text and reasoning (hot path) -----------------------------------------------------
+    def text_delta(self, text: str) -> None:
+        if self._open_kind != "text":
+            self._open_block("text")
+        self._pieces.append(text)
+        if self._emit:
+            self._emit({"type": "text-delta", "id": self._open_part["_id"], "delta": text})
+
+    def reasoning_delta(self, text: str) -> None:
+        if self._open_kind != "reasoning":
+            self._open_block("reasoning")
+        self._pieces.append(text)
+        if self._emit and self.send_reasoning:
+            self._emit({"type": "reasoning-delta", "id": self._open_part["_id"], "delta": text})
+
+    def _open_block(self, kind: str) -> None:
+        self._close_block()
+        self._block_counter += 1
+        block_id = f"{kind[0]}{self._block_counter}"
+        part = {"type": kind, "text": "", "_id": block_id}
+        self.parts.append(part)
+        self._open_kind, self._open_part, self._pieces = kind, part, []
+        if self._emit and (kind == "text" or self.send_reasoning):
+            self._emit({"type": f"{kind}-start", "id": block_id})
+
+    def _close_block(self) -> None:
+        part = self._open_part
+        if part is None:
+            return
+        part["text"] = "".join(self._pieces)
+        block_id = part.pop("_id")
+        kind = self._open_kind
+        self._open_kind, self._open_part, self._pieces = None, None, []
+        if self._emit and (kind == "text" or self.send_reasoning):
+            self._emit({"type": f"{kind}-end", "id": block_id})
+
+    # -- tools ---------------------------------------------------------------------------------
+    def _tool_part(self, tool_call_id: str, tool_name: str) -> dict[str, Any]:
+        part = self._tool_parts.get(tool_call_id)
+        if part is None:
+            self._close_block()
+            part = {"type": f"tool-{tool_name}", "toolCallId": tool_call_id, "state": "input-streaming", "input": None}
+            self.parts.append(part)
+            self._tool_parts[tool_call_id] = part
+        return part
+
+    def tool_input_start(self, tool_call_id: str, tool_name: str) -> None:
+        self._tool_part(tool_call_id, tool_name)
+        if self._emit:
+            self._emit({"type": "tool-input-start", "toolCallId": tool_call_id, "toolName": tool_name})
+
+    def tool_input_delta(self, tool_call_id: str, delta: str) -> None:
+        if self._emit:
+            self._emit({"type": "tool-input-delta", "toolCallId": tool_call_id, "inputTextDelta": delta})
+
+    def tool_input_available(self, tool_call_id: str, tool_name: str, input: Any) -> None:
+        part = self._tool_part(tool_call_id, tool_name)
+        part["state"] = "input-available"
+        part["input"] = input
+        if self._emit:
+            self._emit(
+                {"type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input}
+            )
+
+    def tool_output(self, tool_call_id: str, output: Any, *, preliminary: bool = False) -> None:
+        part = self._tool_parts[tool_call_id]
+        part["state"] = "output-available"
+        part["output"] = output
+        if preliminary:
+            part["preliminary"] = True
+        else:
+            part.pop("preliminary", None)
+        if self._emit:
+            chunk: dict[str, Any] = {"type": "tool-output-available", "toolCallId": tool_call_id, "output": output}
+            if preliminary:
+                chunk["preliminary"] = True
+            self._emit(chunk)
+
+    def tool_error(self, tool_call_id: str, error_text: str) -> None:
+        part = self._tool_parts[tool_call_id]
+        part["state"] = "output-error"
+        part["errorText"] = error_text
+        if self._emit:
+            self._emit({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text})
+
+    def tool_approval_requested(self, tool_call_id: str) -> None:
+        part = self._tool_parts[tool_call_id]
+        part["state"] = "approval-requested"
+        part["approval"] = {"id": tool_call_id}
+        if self._emit:
+            self._emit({"type": "tool-approval-request", "approvalId": tool_call_id, "toolCallId": tool_call_id})
+
+    def drop_unfinished_tool_inputs(self) -> None:
+        """Tool parts still streaming their input when a step ended carry no call: remove them."""
+        self.parts = [p for p in self.parts if p.get("state") != "input-streaming"]
+        for call_id in [k for k, p in self._tool_parts.items() if p.get("state") == "input-streaming"]:
+            del self._tool_parts[call_id]
+
+    # -- result ----------------------------------------------------------------------------------
+    def has_content(self) -> bool:
+        return any(p.get("type") != "step-start" for p in self.parts)
+
+    def message(self, metadata: dict[str, Any] | None = None) -> UIMessage:
+        """A snapshot of the message (open text is included)."""
+        parts = []
+        for part in self.parts:
+            if part is self._open_part:
+                part = {k: v for k, v in part.items() if k != "_id"}
+                part["text"] = "".join(self._pieces)
+            parts.append(dict(part))
+        return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
