@@ -41,7 +41,9 @@ def turn_ctx() -> TurnContext:
 
 
 def step_ctx() -> StepContext:
-    return StepContext(session=None, request_id="r1", step_number=0, steps=[], model=None, messages=[])
+    return StepContext(
+        session=None, request_id="r1", step_number=0, steps=[], model=None, messages=[]
+    )
 
 
 def tool_ctx(tool_name: str = "search") -> ToolCallContext:
@@ -222,7 +224,8 @@ async def test_dict_results_are_coerced_to_the_config_models() -> None:
     relay = relay_with(Configurer())
     assert await relay.before_turn(turn_ctx()) == TurnConfig(max_steps=3, system="be brief")
     assert await relay.before_step(step_ctx()) == StepConfig(active_tools=["search"])
-    assert await relay.before_tool_call(tool_ctx()) == ToolCallDecision(action="substitute", output=42)
+    substituted = ToolCallDecision(action="substitute", output=42)
+    assert await relay.before_tool_call(tool_ctx()) == substituted
 
 
 @pytest.mark.parametrize("bad", ["allow", 1, {"action": "explode"}])

@@ -83,6 +83,14 @@ def anthropic_body(type_: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
 
 
+def openai_body(message: str, type_: str, code: Optional[str], param: Optional[str] = None) -> Any:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def gemini_body(code: int, message: str, status: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, "status": status}}
+
+
 # --- default_context_overflow_classifier: must classify as overflow ---------------------------
 
 OVERFLOW_CASES = [
@@ -154,7 +162,10 @@ OVERFLOW_CASES = [
             ANTHROPIC_OVERFLOW,
             status=400,
             type="invalid_request_error",
-            body={**anthropic_body("invalid_request_error", ANTHROPIC_OVERFLOW), "request_id": "req_1"},
+            body={
+                **anthropic_body("invalid_request_error", ANTHROPIC_OVERFLOW),
+                "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+            },
             provider="anthropic",
         ),
         id="anthropic-prompt-too-long",
@@ -199,7 +210,9 @@ OVERFLOW_CASES = [
     ),
     # AWS Bedrock
     pytest.param(
-        ProviderError("Input is too long for requested model.", status=400, code="ValidationException"),
+        ProviderError(
+            "Input is too long for requested model.", status=400, code="ValidationException"
+        ),
         id="bedrock-input-is-too-long",
     ),
     pytest.param("Too many input tokens", id="bedrock-too-many-input-tokens"),
@@ -249,7 +262,8 @@ OVERFLOW_CASES = [
         id="openrouter-endpoint-maximum-context-length",
     ),
     pytest.param(
-        "exceeds maximum allowed input length of 32768 tokens", id="openrouter-poolside-input-length"
+        "exceeds maximum allowed input length of 32768 tokens",
+        id="openrouter-poolside-input-length",
     ),
     # Local servers: vLLM, llama.cpp, LM Studio, Ollama
     pytest.param(
@@ -309,10 +323,14 @@ OVERFLOW_CASES = [
         "The input (5000 tokens) is longer than the model's context length (4096 tokens).",
         id="together-longer-than-context-length",
     ),
-    pytest.param("`inputs` tokens + `max_new_tokens` must be <= 4096", id="tgi-inputs-plus-max_new_tokens"),
+    pytest.param(
+        "`inputs` tokens + `max_new_tokens` must be <= 4096", id="tgi-inputs-plus-max_new_tokens"
+    ),
     pytest.param("Current length is 9000 while limit is 8192", id="cerebras-current-length"),
     pytest.param("400 status code (no body)", id="cerebras-400-no-body-text"),
-    pytest.param(ProviderError("", status=413, provider="cerebras"), id="cerebras-413-empty-providererror"),
+    pytest.param(
+        ProviderError("", status=413, provider="cerebras"), id="cerebras-413-empty-providererror"
+    ),
     pytest.param("prompt token count of 9000 exceeds the limit of 8192", id="github-copilot"),
     pytest.param("invalid params, context window exceeds limit", id="minimax"),
     pytest.param(
@@ -358,7 +376,9 @@ NOT_OVERFLOW_CASES = [
     pytest.param(AZURE_DAILY_LIMIT, id="trap-azure-token-rate-limit"),
     pytest.param(OPENAI_MAX_TOKENS_PARAM, id="trap-openai-max_tokens-is-too-large"),
     pytest.param(
-        ProviderError(OPENAI_QUOTA, status=429, code="insufficient_quota", type="insufficient_quota"),
+        ProviderError(
+            OPENAI_QUOTA, status=429, code="insufficient_quota", type="insufficient_quota"
+        ),
         id="trap-openai-insufficient-quota",
     ),
     pytest.param(
@@ -490,17 +510,21 @@ CLASSIFY_CASES = [
         id="gemini-429-resource-exhausted-retrydelay",
     ),
     pytest.param(
-        {"error": {"code": 429, "message": "Quota exceeded for quota metric", "status": "RESOURCE_EXHAUSTED"}},
+        gemini_body(429, "Quota exceeded for quota metric", "RESOURCE_EXHAUSTED"),
         "rate_limit",
         id="gemini-429-dict",
     ),
-    pytest.param("Service tier capacity exceeded for this model.", "rate_limit", id="mistral-capacity"),
-    pytest.param(RuntimeError("rate limit exceeded"), "rate_limit", id="plain-exception-rate-limit"),
+    pytest.param(
+        "Service tier capacity exceeded for this model.", "rate_limit", id="mistral-capacity"
+    ),
+    pytest.param(
+        RuntimeError("rate limit exceeded"), "rate_limit", id="plain-exception-rate-limit"
+    ),
     pytest.param(
         APIStatusError(
             f"Error code: 429 - {OPENAI_TPM_RATE_LIMIT}",
             429,
-            {"error": {"message": OPENAI_TPM_RATE_LIMIT, "code": "rate_limit_exceeded", "type": "tokens"}},
+            openai_body(OPENAI_TPM_RATE_LIMIT, "tokens", "rate_limit_exceeded"),
         ),
         "rate_limit",
         id="openai-sdk-shaped-exception-429",
@@ -520,7 +544,10 @@ CLASSIFY_CASES = [
         ProviderError(
             "Overloaded",
             type="overloaded_error",
-            body={"type": "error", "error": {"details": None, "type": "overloaded_error", "message": "Overloaded"}},
+            body={
+                "type": "error",
+                "error": {"details": None, "type": "overloaded_error", "message": "Overloaded"},
+            },
         ),
         "transient",
         id="anthropic-in-stream-overloaded-no-status",
@@ -528,32 +555,48 @@ CLASSIFY_CASES = [
     pytest.param(
         ProviderError(
             OPENAI_SERVER_ERROR,
-            body={"error": {"message": OPENAI_SERVER_ERROR, "type": "server_error", "param": None, "code": None}},
+            body=openai_body(OPENAI_SERVER_ERROR, "server_error", None),
         ),
         "transient",
         id="openai-in-stream-server_error",
     ),
-    pytest.param(ProviderError(OPENAI_SERVER_ERROR, status=500, type="server_error"), "transient", id="openai-500"),
+    pytest.param(
+        ProviderError(OPENAI_SERVER_ERROR, status=500, type="server_error"),
+        "transient",
+        id="openai-500",
+    ),
     pytest.param(
         ProviderError(
             "The model is overloaded. Please try again later.",
             status=503,
-            body={"error": {"code": 503, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}},
+            body=gemini_body(
+                503, "The model is overloaded. Please try again later.", "UNAVAILABLE"
+            ),
         ),
         "transient",
         id="gemini-503-unavailable",
     ),
-    pytest.param(ProviderError("Gateway Timeout", status=504, type="timeout_error"), "transient", id="anthropic-504"),
+    pytest.param(
+        ProviderError("Gateway Timeout", status=504, type="timeout_error"),
+        "transient",
+        id="anthropic-504",
+    ),
     pytest.param(ProviderError("", status=502), "transient", id="bare-502"),
     pytest.param("Overloaded", "transient", id="overloaded-string"),
     pytest.param("network timeout", "transient", id="cloudflare-network-timeout-string"),
     pytest.param("Internal server error (500)", "transient", id="cloudflare-500-string"),
-    pytest.param(ConnectionResetError(104, "Connection reset by peer"), "transient", id="builtin-connection-reset"),
+    pytest.param(
+        ConnectionResetError(104, "Connection reset by peer"),
+        "transient",
+        id="builtin-connection-reset",
+    ),
     pytest.param(TimeoutError(), "transient", id="builtin-timeout-error"),
     pytest.param(ReadTimeout(""), "transient", id="httpx-like-readtimeout-by-class-name"),
     pytest.param(PoolTimeout(""), "transient", id="httpx-like-timeout-subclass-by-mro"),
     pytest.param(APIConnectionError("Connection error."), "transient", id="sdk-apiconnectionerror"),
-    pytest.param(_wrapped_transport_error(), "transient", id="providererror-raised-from-transport-error"),
+    pytest.param(
+        _wrapped_transport_error(), "transient", id="providererror-raised-from-transport-error"
+    ),
     pytest.param(
         "peer closed connection without sending complete message body (incomplete chunked read)",
         "transient",
@@ -561,7 +604,9 @@ CLASSIFY_CASES = [
     ),
     # fatal
     pytest.param(
-        ProviderError(OPENAI_QUOTA, status=429, code="insufficient_quota", type="insufficient_quota"),
+        ProviderError(
+            OPENAI_QUOTA, status=429, code="insufficient_quota", type="insufficient_quota"
+        ),
         "fatal",
         id="openai-insufficient_quota-is-429-but-fatal",
     ),
@@ -569,7 +614,12 @@ CLASSIFY_CASES = [
         {
             "type": "error",
             "sequence_number": 2,
-            "error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": OPENAI_QUOTA, "param": None},
+            "error": {
+                "type": "insufficient_quota",
+                "code": "insufficient_quota",
+                "message": OPENAI_QUOTA,
+                "param": None,
+            },
         },
         "fatal",
         id="openai-responses-in-stream-insufficient_quota-dict",
@@ -605,13 +655,24 @@ CLASSIFY_CASES = [
         id="anthropic-429-enforced-spend-limit",
     ),
     pytest.param(
-        ProviderError(OPENAI_REQUEST_TOO_LARGE_TPM, status=429, code="rate_limit_exceeded", type="tokens"),
+        ProviderError(
+            OPENAI_REQUEST_TOO_LARGE_TPM, status=429, code="rate_limit_exceeded", type="tokens"
+        ),
         "fatal",
         id="openai-request-too-large-for-tpm-never-fits",
     ),
-    pytest.param(ProviderError("billing", status=402, type="billing_error"), "fatal", id="anthropic-402-billing"),
     pytest.param(
-        ProviderError("Incorrect API key provided: sk-abc.", status=401, code="invalid_api_key", type="invalid_request_error"),
+        ProviderError("billing", status=402, type="billing_error"),
+        "fatal",
+        id="anthropic-402-billing",
+    ),
+    pytest.param(
+        ProviderError(
+            "Incorrect API key provided: sk-abc.",
+            status=401,
+            code="invalid_api_key",
+            type="invalid_request_error",
+        ),
         "fatal",
         id="openai-401-invalid_api_key",
     ),
@@ -621,7 +682,9 @@ CLASSIFY_CASES = [
         id="anthropic-401-authentication_error",
     ),
     pytest.param(
-        ProviderError("Permission denied", status=403, type="permission_error"), "fatal", id="anthropic-403"
+        ProviderError("Permission denied", status=403, type="permission_error"),
+        "fatal",
+        id="anthropic-403",
     ),
     pytest.param(
         ProviderError(
@@ -638,7 +701,7 @@ CLASSIFY_CASES = [
             OPENAI_MAX_TOKENS_PARAM,
             status=400,
             type="invalid_request_error",
-            body={"error": {"message": OPENAI_MAX_TOKENS_PARAM, "type": "invalid_request_error", "param": "max_tokens", "code": None}},
+            body=openai_body(OPENAI_MAX_TOKENS_PARAM, "invalid_request_error", None, "max_tokens"),
         ),
         "fatal",
         id="openai-400-max_tokens-is-too-large",
@@ -650,13 +713,15 @@ CLASSIFY_CASES = [
         id="anthropic-400-invalid-request-not-overflow",
     ),
     pytest.param(
-        {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT"}},
+        gemini_body(400, "API key not valid. Please pass a valid API key.", "INVALID_ARGUMENT"),
         "fatal",
         id="gemini-400-invalid-argument-dict",
     ),
     pytest.param("401 Unauthorized: invalid api key", "fatal", id="cloudflare-401-string"),
     pytest.param(
-        RuntimeError('model "llama9" not found, try pulling it first'), "fatal", id="ollama-model-not-found"
+        RuntimeError('model "llama9" not found, try pulling it first'),
+        "fatal",
+        id="ollama-model-not-found",
     ),
     pytest.param(
         ProviderError(
@@ -692,7 +757,8 @@ def test_real_httpx_transport_errors_are_transient() -> None:
     ):
         assert classify_error(error) == "transient", error
     # A configuration mistake is not worth retrying.
-    assert classify_error(httpx.UnsupportedProtocol("Request URL has an unsupported protocol")) is None
+    misconfigured = httpx.UnsupportedProtocol("Request URL has an unsupported protocol")
+    assert classify_error(misconfigured) is None
 
 
 # --- The plugin through a real pluggy manager -----------------------------------------------
@@ -711,7 +777,8 @@ def test_plugin_answers_classify_chat_error() -> None:
     pm = _manager(OverflowClassifier())
     overflow = ProviderError(ANTHROPIC_OVERFLOW, status=400, type="invalid_request_error")
     assert pm.hook.classify_chat_error(error=overflow, ctx=None) == "context_overflow"
-    assert pm.hook.classify_chat_error(error=ValueError(BEDROCK_THROTTLING), ctx=None) == "rate_limit"
+    throttled = ValueError(BEDROCK_THROTTLING)
+    assert pm.hook.classify_chat_error(error=throttled, ctx=None) == "rate_limit"
     assert pm.hook.classify_chat_error(error=ValueError("something odd"), ctx=None) is None
     assert OverflowClassifier.name == "overflow_classifier"
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
 
 from .errors import NestedTurnError
-from .messages import MessageInput, coerce_messages, new_id, to_model_messages
+from .store import Submission
+from .messages import PENDING_TOOL_STATES, MessageInput, coerce_messages, is_tool_part, new_id, to_model_messages
+from .submissions import SubmissionQueue, SubmitResult
 from .turn import Turn, TurnFailed, TurnOutcome
 from .types import ChatErrorContext, ChatResponseResult, TurnResult, UIMessage
 from .ui_stream import AssistantMessageBuilder, Emit
@@ -36,6 +38,7 @@ class _ActiveTurn:
     request_id: str
     task: Optional[asyncio.Task] = None
     cancel_requested: bool = False
+    body: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -46,7 +49,7 @@ class _TurnRequest:
     body: Optional[dict[str, Any]] = None
     emit: Emit = None
     request_id: Optional[str] = None
-    on_applied: Optional[Callable[[], None]] = None
+    apply_incoming: Optional[Callable[[], Any]] = None  # applies the messages itself (submissions)
     should_apply: Optional[Callable[[], bool]] = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -65,6 +68,7 @@ class Session:
         self._opened: Optional[asyncio.Future] = None
         self._approved_calls: set[str] = set()
         agent.store.ensure_session(session_id)
+        self._submissions = SubmissionQueue(self)
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r}>"
@@ -94,7 +98,7 @@ class Session:
         return self
 
     def _after_open(self) -> None:
-        """Extension point for durable submissions (see ``submissions``)."""
+        self._submissions.recover()
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
@@ -181,6 +185,117 @@ class Session:
             if task.done() and not task.cancelled():
                 task.exception()  # retrieved; a failure was already raised above or is moot
 
+    # -- durable submissions -----------------------------------------------------------------------
+    async def submit_messages(
+        self,
+        messages: MessageInput,
+        *,
+        submission_id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> SubmitResult:
+        """Accept ``messages`` durably and return at once; a background drain runs them as a
+        turn (trigger ``submit``), FIFO. The same ``idempotency_key`` (or ``submission_id``)
+        returns the existing submission with ``accepted=False``. Allowed inside a turn."""
+        await self.open()
+        return self._submissions.submit(
+            messages, submission_id=submission_id, idempotency_key=idempotency_key, metadata=metadata
+        )
+
+    async def inspect_submission(self, submission_id: str) -> Optional[Submission]:
+        return self.agent.store.get_submission(self.id, submission_id)
+
+    async def list_submissions(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> list[Submission]:
+        return self.agent.store.list_submissions(self.id, status=status, limit=limit)
+
+    async def cancel_submission(self, submission_id: str) -> bool:
+        return self._submissions.cancel(submission_id)
+
+    async def wait_for_submission(self, submission_id: str, *, timeout: Optional[float] = None) -> Submission:
+        """Wait until the submission is ``completed``, ``error``, ``aborted`` or ``skipped``."""
+        await self.open()
+        return await self._submissions.wait(submission_id, timeout)
+
+    # -- client tools and approvals -------------------------------------------------------------
+    async def add_tool_result(
+        self,
+        tool_call_id: str,
+        output: Any = None,
+        *,
+        error: Optional[str] = None,
+        auto_continue: bool = True,
+        on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+    ) -> Optional[TurnResult]:
+        """Settle a pending client tool call with ``output`` (or ``error``). When every pending
+        call of that assistant message is settled and ``auto_continue`` is set, an
+        auto-continuation turn runs and its result is returned."""
+        await self.open()
+
+        def settle(part: dict[str, Any]) -> None:
+            if error is not None:
+                part.update(state="output-error", errorText=error)
+            else:
+                part.update(state="output-available", output=output)
+            part.pop("preliminary", None)
+
+        return await self._settle(tool_call_id, settle, auto_continue, on_event)
+
+    async def approve_tool_call(
+        self,
+        tool_call_id: str,
+        approved: bool,
+        *,
+        reason: Optional[str] = None,
+        auto_continue: bool = True,
+        on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+    ) -> Optional[TurnResult]:
+        """Answer an approval request. An approved call runs at the start of the continuation
+        (``before_tool_call`` still has the final say); a denied one is answered with an error."""
+        await self.open()
+
+        def settle(part: dict[str, Any]) -> None:
+            part["approval"] = {"id": tool_call_id, "approved": approved, **({"reason": reason} if reason else {})}
+            if approved:
+                part["state"] = "approval-responded"
+            else:
+                part.update(state="output-denied", errorText=reason or "Tool execution denied by user.")
+
+        return await self._settle(tool_call_id, settle, auto_continue, on_event)
+
+    async def _settle(
+        self,
+        tool_call_id: str,
+        settle: Callable[[dict[str, Any]], None],
+        auto_continue: bool,
+        on_event: Optional[Callable[[dict[str, Any]], Any]],
+    ) -> Optional[TurnResult]:
+        store = self.agent.store
+        # Read-modify-write with no await in between: atomic with respect to other tasks.
+        for message in reversed(store.list_messages(self.id)):
+            if message.role != "assistant":
+                continue
+            part = next((p for p in message.parts if is_tool_part(p) and p.get("toolCallId") == tool_call_id), None)
+            if part is None:
+                continue
+            if part.get("state") not in PENDING_TOOL_STATES or part.get("state") == "approval-responded":
+                return None  # already settled: a repeated result is ignored
+            settle(part)
+            store.upsert_message(self.id, message)
+            waiting = [p for p in message.parts if is_tool_part(p) and p.get("state") in ("input-available", "approval-requested")]
+            if waiting or not auto_continue:
+                return None
+            return await self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event))
+        raise KeyError(f"no tool call {tool_call_id!r} in session {self.id!r}")
+
+    async def clear(self) -> None:
+        """Cancel running turns and delete the history."""
+        self.cancel_all()
+        self.agent.store.clear_messages(self.id)
+
+    async def aclose(self) -> None:
+        """Stop this session's background drain (pending submissions stay in the store)."""
+        await self._submissions.aclose()
+
     # -- cancellation -----------------------------------------------------------------------------
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
@@ -198,6 +313,12 @@ class Session:
     @property
     def active_request_ids(self) -> list[str]:
         return list(self._active)
+
+    def turn_body(self, request_id: str) -> Optional[dict[str, Any]]:
+        """The ``body`` of the running turn ``request_id`` (for hooks whose context has no body,
+        such as ``before_tool_call``), or ``None``."""
+        handle = self._active.get(request_id)
+        return handle.body if handle is not None else None
 
     # -- the one turn runner --------------------------------------------------------------------
     def _assert_not_nested(self, what: str) -> None:
@@ -271,6 +392,7 @@ class Session:
             body = store.get_state(self.id, "last_body")
         elif body is not None:
             store.set_state(self.id, "last_body", body)
+        handle.body = body
         builder.start()
         try:
             try:
@@ -282,8 +404,8 @@ class Session:
                     incoming = coerce_messages(incoming)
                 if incoming:
                     store.append_messages(self.id, incoming)
-                if request.on_applied is not None:
-                    request.on_applied()
+                if request.apply_incoming is not None:
+                    request.apply_incoming()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -302,7 +424,7 @@ class Session:
         self, request: _TurnRequest, request_id: str, body: Optional[dict[str, Any]], builder: AssistantMessageBuilder
     ) -> TurnOutcome:
         """Run the turn, with the error policy of DESIGN §8 around it."""
-        history = to_model_messages(self.agent.store.history(self.id))
+        store = self.agent.store
         turn = Turn(
             self,
             request_id=request_id,
@@ -310,9 +432,15 @@ class Session:
             continuation=request.continuation,
             body=body,
             builder=builder,
-            history=history,
+            history=[],
         )
         try:
+            if request.continuation:
+                last = next((m for m in reversed(store.list_messages(self.id)) if m.role == "assistant"), None)
+                updated = await turn.run_approved_calls(last) if last is not None else None
+                if updated is not None:
+                    store.upsert_message(self.id, updated)
+            turn.history = to_model_messages(store.history(self.id))
             outcome = await turn.run()
         except TurnFailed as failure:
             return await self._fail(failure, request_id, builder, persisted=True, usage=turn.usage)

@@ -189,3 +189,18 @@ def tool(
     if function is not None:
         return build(function)
     return build
+
+
+def client_tools_from(specs: Any) -> dict[str, Tool]:
+    """Client tools described by a chat client (``[{name, description, parameters}]``, the
+    ``clientTools`` field of a request body)."""
+    tools: dict[str, Tool] = {}
+    if not isinstance(specs, list):
+        return tools
+    for spec in specs:
+        if isinstance(spec, dict) and isinstance(spec.get("name"), str) and spec["name"]:
+            parameters = spec.get("parameters") or spec.get("inputSchema")
+            tools[spec["name"]] = Tool.client(
+                spec["name"], str(spec.get("description") or ""), parameters if isinstance(parameters, dict) else None
+            )
+    return tools

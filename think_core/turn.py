@@ -28,7 +28,8 @@ from .models.base import (
     ToolSpec,
     UserMessage,
 )
-from .tools import Tool, ToolInputError
+from .messages import is_tool_part, tool_name_of
+from .tools import Tool, ToolInputError, client_tools_from
 from .types import (
     ChunkContext,
     StepContext,
@@ -37,6 +38,7 @@ from .types import (
     ToolCallResultContext,
     TurnConfig,
     TurnContext,
+    UIMessage,
 )
 from .ui_stream import AssistantMessageBuilder
 
@@ -108,9 +110,37 @@ class Turn:
         self.invalid_inputs: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------
+    def base_tools(self) -> dict[str, Tool]:
+        """The agent's tools plus the client tools the request body declares."""
+        tools: dict[str, Tool] = dict(self.agent.tools)
+        if self.body:
+            for name, client_tool in client_tools_from(self.body.get("clientTools")).items():
+                tools.setdefault(name, client_tool)
+        return tools
+
+    async def run_approved_calls(self, message: UIMessage) -> Optional[UIMessage]:
+        """Run the calls of ``message`` that a human approved (state ``approval-responded``)
+        and write their results back into it. Returns the updated message, or ``None``."""
+        approved = [
+            ToolCallRequest(id=p["toolCallId"], name=tool_name_of(p), input=p.get("input") or {})
+            for p in message.parts
+            if is_tool_part(p) and p.get("state") == "approval-responded"
+        ]
+        if not approved:
+            return None
+        self.session._approved_calls.update(c.id for c in approved)
+        turn_builder = self.builder
+        self.builder = AssistantMessageBuilder.resume(message, turn_builder._emit)
+        try:
+            await self._run_tools(0, approved, self.base_tools(), list(self.history))
+            return self.builder.message(message.metadata)
+        finally:
+            self.builder = turn_builder
+            self.session._approved_calls.difference_update(c.id for c in approved)
+
     async def run(self) -> TurnOutcome:
         agent = self.agent
-        tools: dict[str, Tool] = dict(agent.tools)
+        tools = self.base_tools()
         ctx = TurnContext(
             session=self.session,
             request_id=self.request_id,

@@ -28,6 +28,14 @@ class AssistantMessageBuilder:
         self._block_counter = 0
         self._tool_parts: dict[str, dict[str, Any]] = {}
 
+    @classmethod
+    def resume(cls, message: UIMessage, emit: Emit = None) -> "AssistantMessageBuilder":
+        """A builder over an existing message, to write tool results back into it."""
+        builder = cls(message.id, emit)
+        builder.parts = [dict(p) for p in message.parts]
+        builder._tool_parts = {p["toolCallId"]: p for p in builder.parts if "toolCallId" in p}
+        return builder
+
     # -- stream framing -------------------------------------------------------------------
     def start(self, metadata: dict[str, Any] | None = None) -> None:
         if self._emit:

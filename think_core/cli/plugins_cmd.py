@@ -27,11 +27,11 @@ def _rows(infos: list[PluginInfo]) -> list[dict[str, object]]:
     return [{key: row[key] for key in FIELDS} for row in dumped]
 
 
-def _cell(value: object) -> str:
+def _cell(value: object, separator: str = ", ") -> str:
     if value is None:
         return "-"
     if isinstance(value, list):
-        return ", ".join(value) or "-"
+        return separator.join(value) or "-"
     return str(value)
 
 
@@ -44,10 +44,12 @@ def _print_table(rows: list[dict[str, object]]) -> None:
             print("  ".join(f"{key}={_cell(row[key])}" for key in FIELDS))
         return
     table = Table()
-    for key in FIELDS:
-        table.add_column(key, overflow="fold")  # never elide a plugin name or an error
+    # The name is what users type into THINK_PLUGINS / THINK_DISABLE_PLUGINS: keep it whole.
+    table.add_column("name", no_wrap=True, min_width=max(len(str(row["name"])) for row in rows))
+    for key in FIELDS[1:]:
+        table.add_column(key, overflow="fold")
     for row in rows:
-        table.add_row(*(_cell(row[key]) for key in FIELDS))
+        table.add_row(*(_cell(row[key], separator="\n") for key in FIELDS))
     Console().print(table)
 
 

@@ -1,0 +1,153 @@
+"""Durable submissions: ``submit_messages`` accepts into the store, a per-session drain runs
+them FIFO through the normal turn, and interrupted ones are recovered when a process opens
+the session again (DESIGN §6–§7)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from typing import TYPE_CHECKING, Any, Optional
+
+from pydantic import ConfigDict
+
+from .messages import MessageInput, coerce_messages
+from .store import Submission
+
+if TYPE_CHECKING:
+    from .session import Session
+
+logger = logging.getLogger("think.submissions")
+
+
+class SubmitResult(Submission):
+    """A submission as ``submit_messages`` returns it: ``accepted`` is ``False`` when the
+    submission id or idempotency key named an existing submission."""
+
+    model_config = ConfigDict(frozen=False)
+
+    accepted: bool
+
+
+class SubmissionQueue:
+    """The durable queue of one session and its background drain."""
+
+    def __init__(self, session: "Session") -> None:
+        self.session = session
+        self.store = session.agent.store
+        self._drain_task: Optional[asyncio.Task] = None
+        self._recovery: list[Submission] = []
+        self._changed = asyncio.Event()
+
+    def recover(self) -> None:
+        """Called once when the session opens in this process."""
+        self._recovery = self.store.recover_submissions(self.session.id)
+        if self._recovery or self.store.list_submissions(self.session.id, status="pending", limit=1):
+            self.kick()
+
+    def submit(
+        self,
+        messages: MessageInput,
+        *,
+        submission_id: Optional[str] = None,
+        idempotency_key: Optional[str] = None,
+        metadata: Optional[dict[str, Any]] = None,
+    ) -> SubmitResult:
+        row, created = self.store.create_submission(
+            self.session.id,
+            coerce_messages(messages),
+            submission_id=submission_id,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+        )
+        if row.status == "pending":
+            self.kick()
+        return SubmitResult(**row.model_dump(), accepted=created)
+
+    def kick(self) -> None:
+        """Make sure a drain is running. It runs in a fresh context: a submission accepted
+        from inside a turn must not look like a nested call to the drain."""
+        if self._drain_task is None or self._drain_task.done():
+            self._drain_task = asyncio.get_running_loop().create_task(
+                self._drain(), name=f"think-drain-{self.session.id}", context=contextvars.Context()
+            )
+
+    async def _drain(self) -> None:
+        while self._recovery:
+            await self._run(self._recovery.pop(0), recovering=True)
+        while True:
+            row = self.store.claim_next_submission(self.session.id)
+            if row is None:
+                return
+            await self._run(row, recovering=False)
+
+    async def _run(self, row: Submission, *, recovering: bool) -> None:
+        from .session import _TurnRequest
+
+        session, store, sid = self.session, self.store, row.submission_id
+
+        def apply() -> None:
+            if not recovering:
+                store.apply_submission_messages(session.id, sid)
+
+        def still_running() -> bool:
+            current = store.get_submission(session.id, sid)
+            return current is not None and current.status == "running"
+
+        request = _TurnRequest(
+            "submit",
+            None,
+            request_id=sid,
+            apply_incoming=apply,
+            should_apply=still_running,
+            extras={"submission": row, "recovering": recovering},
+        )
+        try:
+            result = await session._run_turn(request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an accepted submission is never dropped silently
+            logger.exception("submission %s failed", sid)
+            store.finish_submission(session.id, sid, "error", error=f"{type(exc).__name__}: {exc}")
+        else:
+            if result.status == "skipped":
+                store.finish_submission(session.id, sid, "aborted", error="cancelled before it ran")
+            else:
+                store.finish_submission(session.id, sid, result.status, error=result.error)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def cancel(self, submission_id: str) -> bool:
+        """Cancel a pending or running submission; its status becomes ``aborted``. A pending
+        one's messages are never appended."""
+        row = self.store.get_submission(self.session.id, submission_id)
+        if row is None or row.status not in ("pending", "running"):
+            return False
+        if row.status == "running" and self.session.cancel(submission_id):
+            return True  # the drain records the aborted turn
+        changed = self.store.finish_submission(self.session.id, submission_id, "aborted", error="cancelled")
+        self._notify()
+        return changed
+
+    async def wait(self, submission_id: str, timeout: Optional[float] = None) -> Submission:
+        """Wait until a submission reaches a final status and return it."""
+
+        async def until_final() -> Submission:
+            while True:
+                row = self.store.get_submission(self.session.id, submission_id)
+                if row is None:
+                    raise KeyError(submission_id)
+                if row.status not in ("pending", "running"):
+                    return row
+                await self._changed.wait()
+
+        return await asyncio.wait_for(until_final(), timeout)
+
+    async def aclose(self) -> None:
+        task = self._drain_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)

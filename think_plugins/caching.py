@@ -1,0 +1,449 @@
+"""Cache the results of tools that do not change anything.
+
+Registered under the entry point ``tool_cache``. A model often asks for the same lookup twice
+in a conversation (or across conversations); answering the repeat from a cache saves the tool's
+latency and cost without the model noticing.
+
+What is cached
+    Calls of tools annotated ``read_only`` or ``idempotent``, and of tools named in ``allow``.
+    The key is the tool name plus the canonical JSON of the validated input (sorted keys,
+    compact separators), plus the session id when ``scope = "session"``. Only successful real
+    executions are stored (``decision == "allow"`` and ``success``), never blocked, substituted
+    or failed calls, and only outputs that serialise to strict JSON.
+
+How a hit is served
+    ``before_tool_call`` returns ``substitute(output)``. It runs ``trylast``: every other
+    plugin — the read-only guard first of all (``tryfirst``) — decides before the cache, so a
+    cached answer can never bypass a guard. If another plugin decides (``allow()``,
+    ``block()``, ``substitute()``), the cache is not consulted for that call and does not
+    store its result either: it stores only results of calls whose key it computed itself,
+    so input rewritten by another plugin can never be stored under the model's input.
+
+Invalidation
+    A call of any other tool (neither read-only, idempotent nor allow-listed: it may mutate)
+    that was allowed to run empties the cache — the whole cache with ``scope = "global"``,
+    that session's entries with ``scope = "session"``. It happens after the call finished, even
+    when it failed (a failed mutation may have half-happened). Every invalidation bumps a
+    generation counter; a result is stored only if no invalidation happened while its tool was
+    running, so a lookup that raced with a mutation cannot store a stale answer.
+
+Bounds
+    ``ttl_seconds`` (``None``: no expiry) and ``max_entries`` with least-recently-used eviction.
+
+Backends
+    ``memory`` (per agent, per process) or ``sqlite`` (``path``): a file shared by every agent and
+    process that points at it (WAL journal, ``busy_timeout``; each operation opens and closes
+    its own connection, in a worker thread so a busy database never stalls the event loop).
+
+Counters: ``plugin.stats`` (``hits``, ``misses``, ``stores``, ``invalidations``, ``evictions``,
+``expirations``), for this plugin instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from contextlib import closing
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal, Mapping, Optional, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import to_jsonable_python
+
+from think_core import (
+    ToolCallContext,
+    ToolCallDecision,
+    ToolCallResultContext,
+    hookimpl,
+    substitute,
+)
+
+__all__ = [
+    "CacheStats",
+    "MemoryBackend",
+    "SQLiteBackend",
+    "ToolCache",
+    "ToolCacheSettings",
+    "cache_key",
+]
+
+GLOBAL_SCOPE = ""
+_MAX_PENDING = 4096  # calls between before_ and after_tool_call, per session (a leak bound)
+_MISSING = object()
+
+
+class ToolCacheSettings(BaseModel):
+    """Settings of ``tool_cache``. The defaults give a small in-memory cache with a 5-minute TTL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Literal["memory", "sqlite"] = "memory"
+    path: Optional[str] = None
+    """SQLite file (required for ``backend = "sqlite"``)."""
+    ttl_seconds: Optional[float] = Field(default=300.0, gt=0)
+    """Seconds an entry stays valid; ``None`` keeps entries until evicted or invalidated."""
+    max_entries: int = Field(default=1024, gt=0)
+    allow: list[str] = []
+    """Tool names cached although not annotated ``read_only`` or ``idempotent``."""
+    scope: Literal["global", "session"] = "global"
+    """``session``: entries (and invalidations) are per session id."""
+    busy_timeout_ms: int = Field(default=5000, ge=0)
+
+    @model_validator(mode="after")
+    def _sqlite_needs_path(self) -> "ToolCacheSettings":
+        if self.backend == "sqlite" and not self.path:
+            raise ValueError('backend "sqlite" needs a "path"')
+        return self
+
+
+@dataclass
+class CacheStats:
+    """Counters of one plugin instance (not shared through a SQLite file)."""
+
+    hits: int = 0
+    misses: int = 0
+    stores: int = 0
+    invalidations: int = 0
+    evictions: int = 0
+    expirations: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, compact separators, strict JSON (no NaN): equal inputs give equal text."""
+    return json.dumps(
+        to_jsonable_python(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def cache_key(tool_name: str, input: Mapping[str, Any]) -> str:
+    """The cache key of a call: tool name and canonical input (the scope is kept apart)."""
+    return f"{tool_name}\n{canonical_json(dict(input))}"
+
+
+class Backend(Protocol):
+    """Storage of cache entries. ``get`` returns ``(found, value, expired)``; ``put`` stores only
+    when ``scope``'s generation still equals ``generation`` and returns ``(stored, evicted)``."""
+
+    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]: ...
+    def generation(self, scope: str) -> int: ...
+    def put(
+        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+    ) -> tuple[bool, int]: ...
+    def invalidate(self, scope: Optional[str]) -> None: ...
+
+
+class MemoryBackend:
+    """An ``OrderedDict`` per process: LRU order is insertion/move order."""
+
+    def __init__(self, max_entries: int) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str], tuple[str, Optional[float]]] = OrderedDict()
+        self._generations: dict[str, int] = {}
+
+    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]:
+        entry = self._entries.get((scope, key))
+        if entry is None:
+            return False, None, False
+        value_json, expires_at = entry
+        if expires_at is not None and expires_at <= now:
+            del self._entries[(scope, key)]
+            return False, None, True
+        self._entries.move_to_end((scope, key))
+        return True, json.loads(value_json), False
+
+    def generation(self, scope: str) -> int:
+        return self._generations.get(scope, 0)
+
+    def put(
+        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+    ) -> tuple[bool, int]:
+        if self.generation(scope) != generation:
+            return False, 0
+        self._entries[(scope, key)] = (value_json, expires_at)
+        self._entries.move_to_end((scope, key))
+        evicted = 0
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+            evicted += 1
+        return True, evicted
+
+    def invalidate(self, scope: Optional[str]) -> None:
+        if scope is None:
+            self._entries.clear()
+            scopes = set(self._generations) | {GLOBAL_SCOPE}
+        else:
+            for entry_key in [k for k in self._entries if k[0] == scope]:
+                del self._entries[entry_key]
+            scopes = {scope}
+        for name in scopes:
+            self._generations[name] = self._generations.get(name, 0) + 1
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tool_cache (
+    scope      TEXT NOT NULL,
+    key        TEXT NOT NULL,
+    value      TEXT NOT NULL,
+    expires_at REAL,
+    last_used  INTEGER NOT NULL,
+    PRIMARY KEY (scope, key)
+);
+CREATE INDEX IF NOT EXISTS tool_cache_lru ON tool_cache (last_used);
+CREATE TABLE IF NOT EXISTS tool_cache_generation (
+    scope      TEXT PRIMARY KEY,
+    generation INTEGER NOT NULL
+);
+"""
+
+
+class SQLiteBackend:
+    """A SQLite file shared across agents and processes.
+
+    Each operation uses a fresh connection that is closed before returning: the plugin has no
+    shutdown hook, and a connection that outlives its owner leaks a file handle. Writes run in
+    ``BEGIN IMMEDIATE`` transactions, so the generation check and the insert are atomic across
+    processes. ``last_used`` is a counter (not a clock) so LRU order is exact.
+    """
+
+    def __init__(self, path: str, max_entries: int, busy_timeout_ms: int = 5000) -> None:
+        self.path = path
+        self.max_entries = max_entries
+        self.busy_timeout_ms = busy_timeout_ms
+        self._initialised = False
+        self._init_lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            self.path, timeout=self.busy_timeout_ms / 1000, isolation_level=None,
+            check_same_thread=False,
+        )
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+            if not self._initialised:
+                with self._init_lock:
+                    if not self._initialised:
+                        conn.execute("PRAGMA journal_mode = WAL")
+                        conn.executescript(_SCHEMA)
+                        self._initialised = True
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]:
+        with closing(self._connect()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                row = conn.execute(
+                    "SELECT value, expires_at FROM tool_cache WHERE scope = ? AND key = ?",
+                    (scope, key),
+                ).fetchone()
+                if row is None:
+                    conn.execute("COMMIT")
+                    return False, None, False
+                value_json, expires_at = row
+                if expires_at is not None and expires_at <= now:
+                    conn.execute("DELETE FROM tool_cache WHERE scope = ? AND key = ?", (scope, key))
+                    conn.execute("COMMIT")
+                    return False, None, True
+                conn.execute(
+                    "UPDATE tool_cache SET last_used = "
+                    "(SELECT COALESCE(MAX(last_used), 0) + 1 FROM tool_cache) "
+                    "WHERE scope = ? AND key = ?",
+                    (scope, key),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return True, json.loads(value_json), False
+
+    def generation(self, scope: str) -> int:
+        with closing(self._connect()) as conn:
+            return self._generation(conn, scope)
+
+    @staticmethod
+    def _generation(conn: sqlite3.Connection, scope: str) -> int:
+        row = conn.execute(
+            "SELECT generation FROM tool_cache_generation WHERE scope = ?", (scope,)
+        ).fetchone()
+        return row[0] if row else 0
+
+    def put(
+        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+    ) -> tuple[bool, int]:
+        with closing(self._connect()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if self._generation(conn, scope) != generation:
+                    conn.execute("COMMIT")
+                    return False, 0
+                conn.execute(
+                    "INSERT OR REPLACE INTO tool_cache (scope, key, value, expires_at, last_used) "
+                    "VALUES (?, ?, ?, ?, (SELECT COALESCE(MAX(last_used), 0) + 1 FROM tool_cache))",
+                    (scope, key, value_json, expires_at),
+                )
+                evicted = conn.execute(
+                    "DELETE FROM tool_cache WHERE rowid IN (SELECT rowid FROM tool_cache "
+                    "ORDER BY last_used DESC LIMIT -1 OFFSET ?)",
+                    (self.max_entries,),
+                ).rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return True, max(evicted, 0)
+
+    def invalidate(self, scope: Optional[str]) -> None:
+        with closing(self._connect()) as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if scope is None:
+                    conn.execute("DELETE FROM tool_cache")
+                    conn.execute("UPDATE tool_cache_generation SET generation = generation + 1")
+                    scopes = [GLOBAL_SCOPE]
+                else:
+                    conn.execute("DELETE FROM tool_cache WHERE scope = ?", (scope,))
+                    scopes = [scope]
+                for name in scopes:
+                    conn.execute(
+                        "INSERT INTO tool_cache_generation (scope, generation) VALUES (?, 1) "
+                        "ON CONFLICT(scope) DO UPDATE SET generation = generation + 1",
+                        (name,),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """What ``before_tool_call`` learnt on a miss, for ``after_tool_call`` to store under."""
+
+    scope: str
+    key: str
+    generation: int
+
+
+class ToolCache:
+    """Serves repeated calls of non-mutating tools from a cache (see the module docstring).
+
+    :param settings: a :class:`ToolCacheSettings` or a dict of its fields; the entry-point
+        loader sets ``plugin.settings`` from ``Think(settings={"tool_cache": {...}})`` instead.
+    :param clock: wall-clock seconds (``time.time``); injectable so TTL tests need no sleeping.
+    """
+
+    name = "tool_cache"
+    settings_model = ToolCacheSettings
+
+    def __init__(
+        self,
+        settings: ToolCacheSettings | Mapping[str, Any] | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.clock = clock
+        self.stats = CacheStats()
+        self.settings = (
+            settings
+            if isinstance(settings, ToolCacheSettings)
+            else ToolCacheSettings.model_validate(settings or {})
+        )
+
+    @property
+    def settings(self) -> ToolCacheSettings:
+        return self._settings
+
+    @settings.setter
+    def settings(self, value: ToolCacheSettings) -> None:
+        """Assigning settings (as the entry-point loader does) rebuilds the backend."""
+        self._settings = value
+        self.backend: Backend = (
+            SQLiteBackend(value.path, value.max_entries, value.busy_timeout_ms)  # type: ignore[arg-type]
+            if value.backend == "sqlite"
+            else MemoryBackend(value.max_entries)
+        )
+
+    # -- policy -------------------------------------------------------------------------------
+    def is_cacheable(self, tool_name: str, tool: Any) -> bool:
+        """Read-only, idempotent or allow-listed: running it twice gives nothing new."""
+        if tool_name in self.settings.allow:
+            return True
+        annotations = getattr(tool, "annotations", None)
+        return bool(
+            getattr(annotations, "read_only", False) or getattr(annotations, "idempotent", False)
+        )
+
+    def _scope(self, session: Any) -> str:
+        return str(session.id) if self.settings.scope == "session" else GLOBAL_SCOPE
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a backend operation; SQLite goes to a worker thread (it may wait on a lock)."""
+        if isinstance(self.backend, SQLiteBackend):
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
+
+    @staticmethod
+    def _pending(ctx: Any) -> "OrderedDict[str, _Pending]":
+        state = ctx.session.state_for(ToolCache.name)
+        return state.setdefault("pending", OrderedDict())
+
+    # -- hooks --------------------------------------------------------------------------------
+    @hookimpl(trylast=True)
+    async def before_tool_call(self, ctx: ToolCallContext) -> Optional[ToolCallDecision]:
+        """Answer from the cache on a hit; on a miss remember the key for ``after_tool_call``."""
+        if not self.is_cacheable(ctx.tool_name, ctx.tool):
+            return None
+        try:
+            key = cache_key(ctx.tool_name, ctx.input)
+        except (TypeError, ValueError):
+            return None  # input without a canonical JSON form: never cached
+        scope = self._scope(ctx.session)
+        found, value, expired = await self._run(self.backend.get, scope, key, self.clock())
+        if expired:
+            self.stats.expirations += 1
+        if found:
+            self.stats.hits += 1
+            return substitute(value)
+        self.stats.misses += 1
+        generation = await self._run(self.backend.generation, scope)
+        pending = self._pending(ctx)
+        pending[ctx.tool_call_id] = _Pending(scope, key, generation)
+        while len(pending) > _MAX_PENDING:
+            pending.popitem(last=False)
+        return None
+
+    @hookimpl
+    async def after_tool_call(self, ctx: ToolCallResultContext) -> None:
+        """Store a real successful execution of a call we missed; invalidate after a mutation."""
+        seen = self._pending(ctx).pop(ctx.tool_call_id, None)
+        if ctx.decision != "allow" or ctx.tool is None:
+            return  # blocked or substituted: nothing ran (nothing to store, nothing mutated)
+        if not self.is_cacheable(ctx.tool_name, ctx.tool):
+            scope = None if self.settings.scope == "global" else self._scope(ctx.session)
+            await self._run(self.backend.invalidate, scope)
+            self.stats.invalidations += 1
+            return
+        if seen is None or not ctx.success:
+            return
+        try:
+            value_json = json.dumps(ctx.output, allow_nan=False)
+        except (TypeError, ValueError):
+            return
+        ttl = self.settings.ttl_seconds
+        expires_at = None if ttl is None else self.clock() + ttl
+        stored, evicted = await self._run(
+            self.backend.put, seen.scope, seen.key, value_json, expires_at, seen.generation
+        )
+        if stored:
+            self.stats.stores += 1
+        self.stats.evictions += evicted
