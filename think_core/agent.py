@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
+from .compaction import CompactionConfig, ContextOverflowConfig, RetryConfig, Summarizer
 from .dispatch import HookRelay
 from .plugins import build_plugin_manager
 from .session import Session
@@ -27,6 +28,14 @@ class Think:
     :param load_entrypoints: load plugins from the ``think`` entry-point group.
     :param disable: entry-point plugin names not to load (never imported).
     :param send_reasoning: include reasoning chunks in UI streams.
+    :param context_overflow: ``{"reactive": bool, "max_retries": 1, "proactive": {"max_input_tokens":
+        N, "headroom": 0.9, "max_compactions": 1}}`` (DESIGN §8).
+    :param retry: ``{"max_retries": 2, "base_delay": 0.5, "max_delay": 20}``: retries of a step that
+        failed with a ``transient`` / ``rate_limit`` error before producing output.
+    :param compaction: ``{"protect_head": 1, "tail_tokens": 2000, "min_tail_messages": 2,
+        "summary_budget_tokens": 8000}``.
+    :param summarizer: ``fn(messages, budget_tokens) -> str`` (sync or async) used instead of the
+        model to summarise compacted messages.
     """
 
     def __init__(
@@ -42,7 +51,10 @@ class Think:
         load_entrypoints: bool = True,
         disable: Iterable[str] = (),
         send_reasoning: bool = True,
-        **options: Any,
+        context_overflow: ContextOverflowConfig | Mapping[str, Any] | None = None,
+        retry: RetryConfig | Mapping[str, Any] | None = None,
+        compaction: CompactionConfig | Mapping[str, Any] | None = None,
+        summarizer: Optional[Summarizer] = None,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
         self.model = self.resolve_model(model) if model is not None else None
@@ -54,7 +66,10 @@ class Think:
             self.tools[t.name] = t
         self.max_steps = max_steps
         self.send_reasoning = send_reasoning
-        self.options = options
+        self.context_overflow = ContextOverflowConfig.model_validate(context_overflow or {})
+        self.retry = RetryConfig.model_validate(retry or {})
+        self.compaction = CompactionConfig.model_validate(compaction or {})
+        self.summarizer = summarizer
         self.plugin_manager = build_plugin_manager(
             load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
         )
@@ -88,6 +103,12 @@ class Think:
     def close(self) -> None:
         """Close the store."""
         self.store.close()
+
+    async def aclose(self) -> None:
+        """Stop background drains, then close the store."""
+        for session in list(self._sessions.values()):
+            await session.aclose()
+        self.close()
 
     def __enter__(self) -> "Think":
         return self

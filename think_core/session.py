@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
 
+from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
 from .store import Submission
 from .messages import PENDING_TOOL_STATES, MessageInput, coerce_messages, is_tool_part, new_id, to_model_messages
@@ -69,6 +70,9 @@ class Session:
         self._approved_calls: set[str] = set()
         agent.store.ensure_session(session_id)
         self._submissions = SubmissionQueue(self)
+        self._compact_after: Optional[tuple[int, Optional[TokenCounter]]] = None
+        self.compaction_events: list[CompactionResult] = []
+        self.last_input_tokens = 0  # input tokens of the latest step, for the proactive guard
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r}>"
@@ -418,34 +422,91 @@ class Session:
             if handle.cancel_requested and _uncancel():
                 return TurnOutcome("aborted", error_text="aborted"), message
             raise
-        return outcome, self._persist(builder)
+        message = self._persist(builder)
+        await self._compact_between_turns()
+        return outcome, message
 
     async def _drive(
         self, request: _TurnRequest, request_id: str, body: Optional[dict[str, Any]], builder: AssistantMessageBuilder
     ) -> TurnOutcome:
-        """Run the turn, with the error policy of DESIGN §8 around it."""
+        """Run the turn, with the error policy of DESIGN §8 around it: a context overflow is
+        compacted and the turn re-run (bounded, and only while compaction shrinks the context);
+        anything else that ends the turn is terminal."""
         store = self.agent.store
-        turn = Turn(
-            self,
-            request_id=request_id,
-            trigger=request.trigger,
-            continuation=request.continuation,
-            body=body,
-            builder=builder,
-            history=[],
-        )
+        overflow = self.agent.context_overflow
+        continuation = request.continuation
+        attempts = 0
+        while True:
+            turn = Turn(
+                self,
+                request_id=request_id,
+                trigger=request.trigger,
+                continuation=continuation,
+                body=body,
+                builder=builder,
+                history=[],
+            )
+            try:
+                if continuation:
+                    last = next((m for m in reversed(store.list_messages(self.id)) if m.role == "assistant"), None)
+                    updated = await turn.run_approved_calls(last) if last is not None else None
+                    if updated is not None:
+                        store.upsert_message(self.id, updated)
+                turn.history = to_model_messages(store.history(self.id))
+                outcome = await turn.run()
+            except TurnFailed as failure:
+                if failure.classification is None:
+                    failure.classification = await self.agent.hooks.classify_chat_error(
+                        failure.error, self._error_context(request_id, failure.stage, True)
+                    )
+                if (
+                    failure.classification == "context_overflow"
+                    and overflow.reactive
+                    and attempts < overflow.max_retries
+                ):
+                    attempts += 1
+                    compaction = await self._compact_quietly("reactive")
+                    if compaction is not None and compaction.shortened:
+                        builder.reset()  # the partial of the failed attempt is discarded, never persisted
+                        builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
+                        continuation = False
+                        continue
+                return await self._fail(
+                    failure, request_id, builder, persisted=True, usage=turn.usage,
+                    classification=failure.classification,
+                )
+            builder.finish()
+            return outcome
+
+    def _error_context(self, request_id: str, stage: str, persisted: bool) -> ChatErrorContext:
+        return ChatErrorContext(session=self, request_id=request_id, stage=stage, messages_persisted=persisted)
+
+    # -- compaction -------------------------------------------------------------------------------
+    def compact_after(self, threshold: int, token_counter: Optional[TokenCounter] = None) -> None:
+        """Compact between turns whenever the history's token estimate exceeds ``threshold``."""
+        self._compact_after = (threshold, token_counter)
+
+    async def compact(self, *, token_counter: Optional[TokenCounter] = None) -> Optional[CompactionResult]:
+        """Summarise the middle of the history now (non-destructive)."""
+        async with self._lock:
+            return await compact_session(self, reason="manual", token_counter=token_counter)
+
+    async def _compact_quietly(self, reason: str, token_counter: Optional[TokenCounter] = None) -> Optional[CompactionResult]:
         try:
-            if request.continuation:
-                last = next((m for m in reversed(store.list_messages(self.id)) if m.role == "assistant"), None)
-                updated = await turn.run_approved_calls(last) if last is not None else None
-                if updated is not None:
-                    store.upsert_message(self.id, updated)
-            turn.history = to_model_messages(store.history(self.id))
-            outcome = await turn.run()
-        except TurnFailed as failure:
-            return await self._fail(failure, request_id, builder, persisted=True, usage=turn.usage)
-        builder.finish()
-        return outcome
+            return await compact_session(self, reason=reason, token_counter=token_counter)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("compaction (%s) of session %s failed", reason, self.id, exc_info=True)
+            return None
+
+    async def _compact_between_turns(self) -> None:
+        if self._compact_after is None:
+            return
+        threshold, counter = self._compact_after
+        count = counter or estimate_tokens
+        if count(self.agent.store.history(self.id)) > threshold:
+            await self._compact_quietly("compact_after", counter)
 
     async def _fail(
         self,
@@ -458,10 +519,8 @@ class Session:
         classification: Optional[str] = None,
     ) -> TurnOutcome:
         hooks = self.agent.hooks
-        ctx = ChatErrorContext(
-            session=self, request_id=request_id, stage=failure.stage,
-            messages_persisted=persisted, classification=classification,
-        )
+        ctx = self._error_context(request_id, failure.stage, persisted)
+        ctx.classification = classification
         if classification is None:
             ctx.classification = await hooks.classify_chat_error(failure.error, ctx)
         replacement = await hooks.on_chat_error(failure.error, ctx)

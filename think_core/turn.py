@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
@@ -28,9 +29,12 @@ from .models.base import (
     ToolSpec,
     UserMessage,
 )
-from .messages import is_tool_part, tool_name_of
+from .compaction import compact_session
+from .messages import is_tool_part, to_model_messages, tool_name_of
+from .models.retry import parse_retry_after
 from .tools import Tool, ToolInputError, client_tools_from
 from .types import (
+    ChatErrorContext,
     ChunkContext,
     StepContext,
     StepResult,
@@ -58,6 +62,7 @@ class TurnFailed(Exception):
         self.error = error
         self.stage = stage
         self.streamed = streamed  # whether the failed step had produced output
+        self.classification: Optional[str] = None
 
 
 @dataclass
@@ -108,6 +113,9 @@ class Turn:
         self.step_messages: list[ModelMessage] = []
         self.output_type: Any = None
         self.invalid_inputs: dict[str, str] = {}
+        self.base_messages: list[ModelMessage] = []
+        self.messages_from_hook = False
+        self.proactive_attempts = 0
 
     # ------------------------------------------------------------------------------------
     def base_tools(self) -> dict[str, Tool]:
@@ -161,12 +169,10 @@ class Turn:
         if model is None:
             raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
         system = config.system if config.system is not None else ctx.system
-        messages = list(config.messages) if config.messages is not None else ctx.messages
-        if messages and messages[-1].role == "assistant":
-            # A request must not end with the assistant's turn (providers reject prefill).
-            messages.append(
-                UserMessage(content="Continue your previous response from exactly where it left off. Do not repeat any of it.")
-            )
+        self.messages_from_hook = config.messages is not None
+        self.base_messages = _with_continue_checkpoint(
+            list(config.messages) if config.messages is not None else ctx.messages
+        )
         if config.tools:
             for extra in config.tools:
                 tools[extra.name] = extra
@@ -180,7 +186,8 @@ class Turn:
 
         chunk_observers = self.hooks.chunk_observers
         for step_number in range(max_steps):
-            step_model, step_system, step_messages = model, system, messages + self.step_messages
+            await self._proactive_guard()
+            step_model, step_system, step_messages = model, system, self.base_messages + self.step_messages
             step_active, step_choice = active_tools, tool_choice
             step_ctx = StepContext(
                 session=self.session,
@@ -242,6 +249,7 @@ class Turn:
                 )
                 for o in settled
             )
+            self.session.last_input_tokens = step.usage.input_tokens or step.usage.total_tokens
             await self.hooks.on_step_finish(step)
             pending = [o.call.id for o in outcomes if o.pending]
             if pending:
@@ -253,7 +261,54 @@ class Turn:
         return TurnOutcome("completed", usage=self.usage, output=output)
 
     # ------------------------------------------------------------------------------------
+    async def _proactive_guard(self) -> None:
+        """Compact before a step once the last known input size passes the threshold (DESIGN §8)."""
+        proactive = self.agent.context_overflow.proactive
+        if proactive is None or self.proactive_attempts >= proactive.max_compactions:
+            return
+        if self.session.last_input_tokens < proactive.threshold:
+            return
+        self.proactive_attempts += 1
+        try:
+            result = await compact_session(self.session, reason="proactive")
+        except Exception:
+            logger.warning("proactive compaction failed; the step proceeds uncompacted", exc_info=True)
+            return
+        if result is None or not result.shortened:
+            return
+        self.builder.data("think-compaction", _compaction_data(result))
+        self.session.last_input_tokens = 0
+        if not self.messages_from_hook:
+            self.base_messages = _with_continue_checkpoint(
+                to_model_messages(self.agent.store.history(self.session.id))
+            )
+
     async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
+        """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
+        policy = self.agent.retry
+        attempt = 0
+        while True:
+            try:
+                return await self._stream_step_once(step_number, model, request, observers)
+            except TurnFailed as failure:
+                if failure.streamed:
+                    raise
+                failure.classification = await self.hooks.classify_chat_error(
+                    failure.error,
+                    ChatErrorContext(
+                        session=self.session, request_id=self.request_id, stage="stream", messages_persisted=True
+                    ),
+                )
+                if failure.classification not in ("transient", "rate_limit") or attempt >= policy.max_retries:
+                    raise
+                attempt += 1
+                delay = retry_delay(failure.error, attempt, policy)
+                logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
+                self.builder.finish_step()
+                self.builder.data("think-retry", {"attempt": attempt, "classification": failure.classification, "delay": delay})
+                await asyncio.sleep(delay)
+
+    async def _stream_step_once(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
         builder = self.builder
         builder.start_step()
         emit_chunk = self.hooks.emit_chunk
@@ -477,6 +532,37 @@ class Turn:
             return json.loads(_strip_fences(text))
         except (ValidationError, ValueError) as exc:
             raise TurnFailed(ValueError(f"structured output did not validate: {exc}"), "stream") from exc
+
+
+_CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
+
+
+def _with_continue_checkpoint(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """A request must not end with the assistant's message (providers reject prefill): ask the
+    model to continue instead. The checkpoint is never persisted."""
+    if messages and messages[-1].role == "assistant":
+        return [*messages, UserMessage(content=_CONTINUE_CHECKPOINT)]
+    return messages
+
+
+def retry_delay(error: BaseException, attempt: int, policy: Any) -> float:
+    """Honour the provider's ``retry-after`` when it sent one, else exponential backoff with jitter."""
+    headers = getattr(error, "headers", None)
+    if headers:
+        advised = parse_retry_after(headers)
+        if advised is not None:
+            return min(advised, policy.max_delay)
+    backoff = policy.base_delay * (2 ** (attempt - 1))
+    return min(backoff * (0.75 + random.random() / 2), policy.max_delay)
+
+
+def _compaction_data(result: Any) -> dict[str, Any]:
+    return {
+        "reason": result.reason,
+        "messages": result.compacted_messages,
+        "tokensBefore": result.tokens_before,
+        "tokensAfter": result.tokens_after,
+    }
 
 
 def _strip_fences(text: str) -> str:

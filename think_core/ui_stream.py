@@ -68,6 +68,17 @@ class AssistantMessageBuilder:
         if self._emit:
             self._emit({"type": "error", "errorText": error_text})
 
+    def data(self, name: str, data: Any) -> None:
+        """A transient ``data-<name>`` chunk (not part of the persisted message)."""
+        if self._emit:
+            self._emit({"type": f"data-{name}", "data": data, "transient": True})
+
+    def reset(self) -> None:
+        """Discard everything built so far (the turn is being re-run)."""
+        self._close_block()
+        self.parts = []
+        self._tool_parts = {}
+
     def abort(self) -> None:
         self._close_block()
         if self._emit:

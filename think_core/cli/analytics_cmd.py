@@ -1,0 +1,175 @@
+"""Reports of the analytics plugin: ``think analytics report [--db PATH | --jsonl PATH] [--json]``.
+
+Reads the points written by the ``analytics`` plugin's SQLite sink (default
+``think-analytics.db``) or JSONL sink and prints: calls per tool with outcomes, error rate and
+p50/p95 duration; turns by status with p50/p95 latency and mean tokens per turn; the cache hit
+rate. Percentiles use the nearest-rank method. Durations are over real executions (executed and
+failed calls): blocked and substituted calls take no time and would hide the tool's latency.
+Cache hits are substituted outcomes; the hit rate is hits over calls that were not blocked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sqlite3
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+OUTCOMES = ("executed", "blocked", "substituted", "failed")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="analytics_command", metavar="ACTION")
+    report = sub.add_parser("report", help="summarise recorded data points")
+    source = report.add_mutually_exclusive_group()
+    source.add_argument("--db", help="SQLite file of the sqlite sink (default: think-analytics.db)")
+    source.add_argument("--jsonl", help="file of the jsonl sink")
+    report.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def percentile(values: Iterable[float], pct: float) -> Optional[float]:
+    """Nearest-rank percentile; ``None`` for no values."""
+    ordered = sorted(values)
+    if not ordered:
+        return None
+    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarize(points: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The report as a JSON-able dict (the ``--json`` output)."""
+    outcomes: dict[str, Counter[str]] = defaultdict(Counter)
+    durations: dict[str, list[float]] = defaultdict(list)
+    statuses: Counter[str] = Counter()
+    latencies: list[float] = []
+    turn_tokens: list[tuple[float, float, float]] = []
+    for point in points:
+        kind, blobs, doubles = point["kind"], point["blobs"], point["doubles"]
+        if kind == "tool_call":
+            tool, outcome = blobs[0], blobs[1]
+            outcomes[tool][outcome] += 1
+            if outcome in ("executed", "failed"):
+                durations[tool].append(doubles[1])
+        elif kind == "turn":
+            statuses[blobs[0]] += 1
+            if doubles[0] >= 0:  # -1: latency unknown
+                latencies.append(doubles[0])
+            turn_tokens.append((doubles[1], doubles[2], doubles[3]))
+    tools = []
+    for tool in sorted(outcomes):
+        counts = outcomes[tool]
+        calls = sum(counts.values())
+        tools.append(
+            {
+                "tool": tool,
+                "calls": calls,
+                **{outcome: counts.get(outcome, 0) for outcome in OUTCOMES},
+                "error_rate": counts.get("failed", 0) / calls,
+                "p50_ms": percentile(durations[tool], 50),
+                "p95_ms": percentile(durations[tool], 95),
+            }
+        )
+    total: Counter[str] = Counter()
+    for counts in outcomes.values():
+        total.update(counts)
+    lookups = sum(total.values()) - total.get("blocked", 0)
+    n_turns = len(turn_tokens)
+    return {
+        "tools": tools,
+        "turns": {
+            "total": n_turns,
+            "by_status": dict(sorted(statuses.items())),
+            "latency_p50_ms": percentile(latencies, 50),
+            "latency_p95_ms": percentile(latencies, 95),
+            "tokens_per_turn": {
+                name: (sum(t[i] for t in turn_tokens) / n_turns if n_turns else None)
+                for i, name in enumerate(("input", "output", "total"))
+            },
+        },
+        "cache": {
+            "hits": total.get("substituted", 0),
+            "lookups": lookups,
+            "hit_rate": total.get("substituted", 0) / lookups if lookups else None,
+        },
+    }
+
+
+def _fmt(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.1f}{suffix}" if suffix != "%" else f"{value * 100:.1f}%"
+    return f"{value}{suffix}"
+
+
+def _print(summary: dict[str, Any]) -> None:
+    turns, cache = summary["turns"], summary["cache"]
+    tool_rows = [
+        [row["tool"], str(row["calls"]), *(str(row[o]) for o in OUTCOMES),
+         _fmt(row["error_rate"], "%"), _fmt(row["p50_ms"]), _fmt(row["p95_ms"])]
+        for row in summary["tools"]
+    ]
+    tool_head = ["tool", "calls", *OUTCOMES, "error rate", "p50 ms", "p95 ms"]
+    tokens = turns["tokens_per_turn"]
+    facts = [
+        ["turns", str(turns["total"])],
+        *([f"turns {status}", str(n)] for status, n in turns["by_status"].items()),
+        ["turn latency p50 / p95 ms", f"{_fmt(turns['latency_p50_ms'])} / {_fmt(turns['latency_p95_ms'])}"],
+        ["tokens per turn (in / out / total)",
+         f"{_fmt(tokens['input'])} / {_fmt(tokens['output'])} / {_fmt(tokens['total'])}"],
+        ["cache hits / lookups", f"{cache['hits']} / {cache['lookups']}"],
+        ["cache hit rate", _fmt(cache["hit_rate"], "%")],
+    ]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        print("\t".join(tool_head))
+        for row in tool_rows:
+            print("\t".join(row))
+        for name, value in facts:
+            print(f"{name}: {value}")
+        return
+    console = Console()
+    table = Table(title="tool calls")
+    for head in tool_head:
+        table.add_column(head, overflow="fold")
+    for row in tool_rows:
+        table.add_row(*row)
+    console.print(table)
+    overview = Table(title="turns and cache", show_header=False)
+    overview.add_column("metric")
+    overview.add_column("value")
+    for name, value in facts:
+        overview.add_row(name, value)
+    console.print(overview)
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "analytics_command", None) != "report":
+        print("usage: think analytics report [--db PATH | --jsonl PATH] [--json]", file=sys.stderr)
+        return 2
+    from think_plugins.analytics import DEFAULT_DB_PATH, read_jsonl_points, read_sqlite_points
+
+    try:
+        if args.jsonl:
+            points = read_jsonl_points(args.jsonl)
+        else:
+            path = args.db or DEFAULT_DB_PATH
+            if not Path(path).is_file():
+                print(f"think analytics: no analytics database at {path}", file=sys.stderr)
+                return 1
+            points = read_sqlite_points(path)
+    except (OSError, sqlite3.Error, ValueError) as exc:
+        print(f"think analytics: cannot read data points: {exc}", file=sys.stderr)
+        return 1
+    summary = summarize(points)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print(summary)
+    return 0

@@ -1,0 +1,195 @@
+"""The ``cf_agent_*`` WebSocket frames (reference §6.2) and the JSON error shape shared with HTTP.
+
+Frames are built and parsed here, in one place, so the WebSocket handler only routes them and
+the wire shapes stay easy to audit against the reference.
+
+Server → client frames built here:
+
+* ``cf_agent_use_chat_response`` ``{type, id, body, done, error?, continuation?}`` — ``body`` is
+  one UI message chunk as a JSON string; the closing frame has ``body: ""`` and ``done: true``;
+  a request that fails before it streams gets ``{body: <message>, done: true, error: true}``.
+* ``cf_agent_chat_messages`` ``{type, messages}`` — the full transcript.
+* ``cf_agent_message_updated`` ``{type, message}``.
+* ``cf_agent_chat_clear`` ``{type}``.
+* ``cf_agent_stream_resume_none`` ``{type, reason}`` — this server does not replay streams.
+* ``cf_agent_error`` ``{type, error: {message, type}, id?, frameType?}`` — this server's answer to
+  a frame it cannot handle (not JSON, unknown ``type``, missing or invalid fields). Not part of
+  the Cloudflare protocol; its clients ignore unknown frame types. The connection stays open.
+* ``think_timeline`` ``{type, id, event}`` — one hook event of a turn (see ``timeline``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+USE_CHAT_REQUEST = "cf_agent_use_chat_request"
+USE_CHAT_RESPONSE = "cf_agent_use_chat_response"
+CHAT_REQUEST_CANCEL = "cf_agent_chat_request_cancel"
+CHAT_CLEAR = "cf_agent_chat_clear"
+CHAT_MESSAGES = "cf_agent_chat_messages"
+MESSAGE_UPDATED = "cf_agent_message_updated"
+TOOL_RESULT = "cf_agent_tool_result"
+TOOL_APPROVAL = "cf_agent_tool_approval"
+STREAM_RESUME_REQUEST = "cf_agent_stream_resume_request"
+STREAM_RESUME_ACK = "cf_agent_stream_resume_ack"
+STREAM_RESUME_NONE = "cf_agent_stream_resume_none"
+ERROR = "cf_agent_error"
+TIMELINE = "think_timeline"
+
+CHAT_TRIGGERS = ("submit-message", "regenerate-message")
+
+
+class ProtocolError(Exception):
+    """A client frame or request that cannot be handled; ``kind`` is the error ``type``."""
+
+    def __init__(self, message: str, kind: str = "invalid_request", *, request_id: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.request_id = request_id
+
+
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as browsers' ``JSON.stringify`` writes it. Tool outputs may hold values
+    JSON cannot represent; they are converted rather than breaking the stream."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+def error_body(message: str, kind: str) -> dict[str, Any]:
+    """The error object of every JSON error this server sends (HTTP and WebSocket)."""
+    return {"error": {"message": message, "type": kind}}
+
+
+def error_frame(message: str, kind: str, *, request_id: Optional[str] = None, frame_type: Optional[str] = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": ERROR, **error_body(message, kind)}
+    if request_id is not None:
+        frame["id"] = request_id
+    if frame_type is not None:
+        frame["frameType"] = frame_type
+    return frame
+
+
+def chunk_frame(stream_id: str, chunk: dict[str, Any], *, continuation: bool = False) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": dumps(chunk), "done": False}
+    if continuation:
+        frame["continuation"] = True
+    return frame
+
+
+def done_frame(stream_id: str, *, continuation: bool = False) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": "", "done": True}
+    if continuation:
+        frame["continuation"] = True
+    return frame
+
+
+def failed_frame(stream_id: str, message: str, *, continuation: bool = False) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": message, "done": True, "error": True}
+    if continuation:
+        frame["continuation"] = True
+    return frame
+
+
+def messages_frame(messages: list[Any]) -> dict[str, Any]:
+    return {"type": CHAT_MESSAGES, "messages": [_default(m) if not isinstance(m, dict) else m for m in messages]}
+
+
+def message_updated_frame(message: Any) -> dict[str, Any]:
+    return {"type": MESSAGE_UPDATED, "message": _default(message) if not isinstance(message, dict) else message}
+
+
+def timeline_frame(stream_id: str, event: dict[str, Any]) -> dict[str, Any]:
+    return {"type": TIMELINE, "id": stream_id, "event": event}
+
+
+# -- parsing ------------------------------------------------------------------------------------
+
+
+def parse_frame(text: str) -> dict[str, Any]:
+    """The frame object of ``text``; raises :class:`ProtocolError` unless it is a JSON object
+    with a string ``type``."""
+    try:
+        frame = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(f"frame is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(frame, dict):
+        raise ProtocolError("frame must be a JSON object", "invalid_frame")
+    if not isinstance(frame.get("type"), str):
+        raise ProtocolError("frame has no string 'type'", "invalid_frame")
+    return frame
+
+
+def require_str(frame: dict[str, Any], field: str, *, request_id: Optional[str] = None) -> str:
+    value = frame.get(field)
+    if not isinstance(value, str) or not value:
+        raise ProtocolError(f"{frame.get('type')}: '{field}' must be a non-empty string", request_id=request_id)
+    return value
+
+
+class ChatRequest:
+    """A parsed ``cf_agent_use_chat_request``: ``body`` is what the turn sees as
+    ``TurnContext.body`` (custom fields and ``clientTools``; not ``messages``/``trigger``)."""
+
+    __slots__ = ("id", "messages", "trigger", "message_id", "body")
+
+    def __init__(self, id: str, messages: list[Any], trigger: str, message_id: Optional[str], body: dict[str, Any]) -> None:
+        self.id = id
+        self.messages = messages
+        self.trigger = trigger
+        self.message_id = message_id
+        self.body = body
+
+
+def split_chat_body(payload: dict[str, Any], *, request_id: Optional[str] = None, drop: tuple[str, ...] = ()) -> tuple[list[Any], str, Optional[str], dict[str, Any]]:
+    """``(messages, trigger, messageId, turn body)`` of an AI SDK chat request body.
+
+    Shared by the WebSocket request and ``POST /api/chat`` (whose body also carries the chat
+    ``id``, passed in ``drop``)."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        raise ProtocolError("request body: 'messages' must be an array", request_id=request_id)
+    trigger = payload.get("trigger", "submit-message")
+    if trigger not in CHAT_TRIGGERS:
+        raise ProtocolError(f"request body: 'trigger' must be one of {', '.join(CHAT_TRIGGERS)}", request_id=request_id)
+    message_id = payload.get("messageId")
+    if message_id is not None and not isinstance(message_id, str):
+        raise ProtocolError("request body: 'messageId' must be a string", request_id=request_id)
+    client_tools = payload.get("clientTools")
+    if client_tools is not None and not isinstance(client_tools, list):
+        raise ProtocolError("request body: 'clientTools' must be an array", request_id=request_id)
+    skip = {"messages", "trigger", "messageId", *drop}
+    body = {k: v for k, v in payload.items() if k not in skip}
+    return messages, trigger, message_id, body
+
+
+def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
+    request_id = require_str(frame, "id")
+    init = frame.get("init")
+    if not isinstance(init, dict):
+        raise ProtocolError("cf_agent_use_chat_request: 'init' must be an object", request_id=request_id)
+    method = init.get("method")
+    if not isinstance(method, str) or method.upper() != "POST":
+        raise ProtocolError("cf_agent_use_chat_request: 'init.method' must be \"POST\"", request_id=request_id)
+    raw = init.get("body")
+    if not isinstance(raw, str):
+        raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON string", request_id=request_id)
+    try:
+        payload = json.loads(raw)
+    except ValueError as exc:
+        raise ProtocolError(f"cf_agent_use_chat_request: 'init.body' is not valid JSON: {exc}", "invalid_json", request_id=request_id) from None
+    if not isinstance(payload, dict):
+        raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON object", request_id=request_id)
+    messages, trigger, message_id, body = split_chat_body(payload, request_id=request_id)
+    return ChatRequest(request_id, messages, trigger, message_id, body)

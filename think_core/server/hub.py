@@ -1,0 +1,149 @@
+"""The per-session registry of WebSocket connections, and the tasks that run turns.
+
+Every frame of a turn goes to *every* connection of its session (several tabs show one
+conversation), so frames are fanned out here. Each connection has its own ordered outbox and
+writer task: a broadcast is a non-blocking enqueue — it can be called from the engine's
+synchronous chunk callback — and one slow client never stalls the turn or the other clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any, Coroutine, Optional
+
+from starlette.websockets import WebSocket
+
+from .frames import dumps
+
+logger = logging.getLogger("think.server")
+
+#: Frames queued for one client before it counts as stuck and is disconnected.
+MAX_OUTBOX = 10_000
+
+
+class Connection:
+    """One accepted WebSocket. ``send`` enqueues; the writer task delivers in order."""
+
+    def __init__(self, session_id: str, websocket: WebSocket) -> None:
+        self.session_id = session_id
+        self.websocket = websocket
+        self._outbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
+        self._writer: Optional[asyncio.Task] = None
+        self.closed = False
+
+    def start(self) -> None:
+        self._writer = asyncio.create_task(self._write(), name=f"think-ws-writer-{self.session_id}")
+
+    def send(self, frame: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        if self._outbox.qsize() >= MAX_OUTBOX:
+            logger.warning("closing a WebSocket of session %r: %d frames unsent", self.session_id, MAX_OUTBOX)
+            self.closed = True
+            self._outbox.put_nowait(None)
+            return
+        self._outbox.put_nowait(dumps(frame))
+
+    async def _write(self) -> None:
+        try:
+            while True:
+                text = await self._outbox.get()
+                if text is None:
+                    break
+                await self.websocket.send_text(text)
+        except Exception as exc:  # the client went away mid-send
+            logger.debug("WebSocket writer of session %r stopped: %s", self.session_id, exc)
+        finally:
+            self.closed = True
+
+    async def close(self) -> None:
+        """Stop the writer after it has flushed what is queued."""
+        if self._writer is None:
+            return
+        if not self.closed:
+            self.closed = True
+            self._outbox.put_nowait(None)
+        await asyncio.wait([self._writer])
+
+
+class SessionHub:
+    """Connections by session id, plus the background tasks that run turns for them."""
+
+    def __init__(self) -> None:
+        self._connections: dict[str, set[Connection]] = defaultdict(set)
+        self._tasks: dict[str, set[asyncio.Task]] = defaultdict(set)
+        #: stream id (what clients see in frames) → engine request id, for cancellation.
+        self.stream_requests: dict[str, str] = {}
+        #: engine request id → stream id, so hook timeline events reach the right stream.
+        self.request_streams: dict[str, str] = {}
+
+    # -- connections -----------------------------------------------------------------------------
+    def connect(self, session_id: str, websocket: WebSocket) -> Connection:
+        connection = Connection(session_id, websocket)
+        connection.start()
+        self._connections[session_id].add(connection)
+        return connection
+
+    async def disconnect(self, connection: Connection) -> None:
+        peers = self._connections.get(connection.session_id)
+        if peers is not None:
+            peers.discard(connection)
+            if not peers:
+                del self._connections[connection.session_id]
+        await connection.close()
+
+    def connections(self, session_id: str) -> list[Connection]:
+        return list(self._connections.get(session_id, ()))
+
+    def broadcast(self, session_id: str, frame: dict[str, Any], *, exclude: Optional[Connection] = None) -> None:
+        for connection in self.connections(session_id):
+            if connection is not exclude:
+                connection.send(frame)
+
+    # -- turn tasks ----------------------------------------------------------------------------------
+    def spawn(self, session_id: str, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task:
+        """Run ``coro`` in the background. Turns outlive the connection that asked for them (the
+        other connections still receive the stream); the app cancels them at shutdown."""
+        task = asyncio.create_task(coro, name=name)
+        tasks = self._tasks[session_id]
+        tasks.add(task)
+
+        def forget(done: asyncio.Task) -> None:
+            tasks.discard(done)
+            if not tasks:
+                self._tasks.pop(session_id, None)
+            if not done.cancelled() and done.exception() is not None:
+                logger.error("server task %s failed", done.get_name(), exc_info=done.exception())
+
+        task.add_done_callback(forget)
+        return task
+
+    def tasks(self, session_id: str) -> list[asyncio.Task]:
+        return list(self._tasks.get(session_id, ()))
+
+    async def wait_idle(self, session_id: str, *, exclude: Optional[asyncio.Task] = None, timeout: float = 30.0) -> None:
+        """Wait for the session's background tasks (other than ``exclude``) to finish."""
+        pending = [t for t in self.tasks(session_id) if t is not exclude]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    def link(self, stream_id: str, request_id: str) -> None:
+        self.stream_requests[stream_id] = request_id
+        self.request_streams[request_id] = stream_id
+
+    def unlink(self, stream_id: str) -> None:
+        request_id = self.stream_requests.pop(stream_id, None)
+        if request_id is not None:
+            self.request_streams.pop(request_id, None)
+
+    async def aclose(self) -> None:
+        """Cancel every running task and close every connection (application shutdown)."""
+        tasks = [t for group in self._tasks.values() for t in group]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for connection in [c for group in self._connections.values() for c in group]:
+            await connection.close()
