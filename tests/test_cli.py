@@ -1,0 +1,46 @@
+"""The ``think`` command line, run as a user would run it (a subprocess)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def think(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "think_core.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
+    monkeypatch.delenv("THINK_PLUGINS")
+    db = tmp_path / "demo.db"
+    done = think("demo", "--plain", "--db", str(db))
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for plugin in ("readonly_guard (loaded)", "tool_cache (loaded)", "analytics (loaded)", "overflow_classifier (loaded)"):
+        assert plugin in out
+    assert "get_weather({'city': 'lisbon'}) → allow" in out
+    assert "get_weather({'city': 'lisbon'}) → substitute" in out  # the cached answer
+    assert "save_note({'text': 'buy oranges'}) → block" in out  # read-only mode
+    assert "this session is read-only" in out
+    assert f"conversation stored in {db}" in out
+    assert db.exists() and (tmp_path / "analytics.db").exists()
+
+
+def test_run_without_a_model_is_a_clear_error():
+    done = think("run", "hello", env={"THINK_MODEL": ""})
+    assert done.returncode == 2
+    assert "no model" in done.stderr
+
+
+def test_run_with_a_missing_api_key_fails_before_any_request(tmp_path):
+    env = {"OPENAI_API_KEY": "", "THINK_MODEL": ""}
+    done = think("run", "hello", "--model", "openai:gpt-4o-mini", "--db", str(tmp_path / "x.db"), env=env)
+    assert done.returncode == 2
+    assert "OPENAI_API_KEY" in done.stderr
