@@ -253,6 +253,10 @@ class LoopbackServer:
                     break
         except (_Disconnected, ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            # close() cancels idle connections; end normally, because asyncio (3.11) logs an
+            # error for a connection task that ends cancelled.
+            pass
         finally:
             self._tasks.discard(task)
             self._writers.discard(writer)

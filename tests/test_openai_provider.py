@@ -407,6 +407,15 @@ async def test_tool_calls_without_index_are_assembled_by_id(loopback: LoopbackSe
     assert events[-1].finish_reason == "tool-calls"
 
 
+async def test_repeated_id_and_name_in_every_delta_are_not_doubled(loopback: LoopbackServer) -> None:
+    repeat = lambda args: chunk({"tool_calls": [{"index": 0, "id": "c9", "type": "function",  # noqa: E731
+                                                 "function": {"name": "lookup", "arguments": args}}]})
+    loopback.enqueue(Reply.sse(sse_body(repeat('{"q": '), repeat('"x"}'), chunk({}, "tool_calls"), done=True)))
+    events = await collect(make_model(loopback), ask())
+    assert [e for e in events if isinstance(e, ToolInputStart)] == [ToolInputStart("c9", "lookup")]
+    assert [e for e in events if isinstance(e, ToolCall)] == [ToolCall("c9", "lookup", {"q": "x"}, '{"q": "x"}')]
+
+
 async def test_arguments_that_are_not_a_json_object_give_input_none(loopback: LoopbackServer) -> None:
     stream = sse_body(
         chunk({"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "t", "arguments": "[1, 2]"}}]}),
@@ -619,3 +628,100 @@ async def test_cancelling_the_consumer_task_closes_the_http_response(loopback: L
     with pytest.raises(asyncio.CancelledError):
         await task
     await loopback.wait_abandoned(timeout=3)
+
+
+# -- resolve_model ---------------------------------------------------------------------------------
+
+
+def test_resolve_model_strings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from think_core.models.anthropic import AnthropicModel
+    from think_core.models.resolve import resolve_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-o")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-a")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
+
+    openai = resolve_model("openai:gpt-4o-mini")
+    assert isinstance(openai, OpenAIChatModel)
+    assert (openai.model_id, openai.provider, openai.base_url) == ("gpt-4o-mini", "openai", "https://api.openai.com/v1")
+
+    claude = resolve_model("anthropic:claude-sonnet-4-5")
+    assert isinstance(claude, AnthropicModel) and claude.model_id == "claude-sonnet-4-5"
+
+    local = resolve_model("openai-compatible:llama3.2@http://localhost:11434/v1")
+    assert isinstance(local, OpenAIChatModel)
+    assert (local.model_id, local.base_url, local.provider) == ("llama3.2", "http://localhost:11434/v1", "openai-compatible")
+    assert local._api_key == ""  # OPENAI_API_KEY is never forwarded to a third-party URL
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert resolve_model("openai:x").base_url == "http://127.0.0.1:9/v1"
+
+
+async def test_resolve_model_passes_the_client(loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    from think_core.models.resolve import resolve_model
+
+    loopback.enqueue(Reply.sse(OPENAI_TEXT_MINIMAL))
+    async with httpx.AsyncClient(headers={"x-shared": "1"}) as client:
+        model = resolve_model(f"openai-compatible:org/model@v2@{loopback.url}/v1", client=client)
+        assert model.model_id == "org/model@v2"
+        events = await collect(model, ask())
+    assert text_of(events) == "Hello"
+    assert loopback.requests[0].headers["x-shared"] == "1"
+    assert loopback.requests[0].json["model"] == "org/model@v2"
+
+
+def test_resolve_model_passes_model_objects_through() -> None:
+    from think_core.models.resolve import resolve_model
+
+    class Duck:
+        model_id = "duck"
+        provider = "test"
+
+        def stream(self, request: ModelRequest) -> Any:
+            raise NotImplementedError
+
+    duck = Duck()
+    assert resolve_model(duck) is duck
+    real = OpenAIChatModel("m", base_url="http://localhost:1/v1")
+    assert resolve_model(real) is real
+    with pytest.raises(ConfigurationError):
+        resolve_model(42)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("spec", "match"),
+    [
+        ("gpt-4o", "provider:name"),
+        ("openai:", "provider:name"),
+        ("mystery:model", "unknown model provider 'mystery'"),
+        ("openai-compatible:llama", "NAME@URL"),
+    ],
+)
+def test_resolve_model_rejects_bad_strings(spec: str, match: str) -> None:
+    from think_core.models.resolve import resolve_model
+
+    with pytest.raises(ConfigurationError, match=match):
+        resolve_model(spec)
+
+
+@pytest.mark.parametrize(("spec", "var"), [("openai:gpt-4o", "OPENAI_API_KEY"), ("anthropic:claude", "ANTHROPIC_API_KEY")])
+def test_resolve_model_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch, spec: str, var: str) -> None:
+    from think_core.models.resolve import resolve_model
+
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ConfigurationError, match=var):
+        resolve_model(spec)
+
+
+def test_register_model_prefix() -> None:
+    from think_core.models.resolve import _FACTORIES, register_model_prefix, resolve_model
+
+    sentinel = OpenAIChatModel("s", base_url="http://localhost:1/v1")
+    register_model_prefix("test-only", lambda rest, client: sentinel if rest == "x" else None)
+    try:
+        assert resolve_model("test-only:x") is sentinel
+    finally:
+        _FACTORIES.pop("test-only")

@@ -3,6 +3,7 @@
 Plugin authors import from here: ``from think_core import hookimpl, allow, block, substitute``.
 """
 
+from .agent import Think
 from .errors import ConfigurationError, NestedTurnError, PluginError, ProviderError, ThinkError
 from .events import (
     Finish,
@@ -17,6 +18,10 @@ from .events import (
 )
 from .markers import PROJECT, hookimpl, hookspec
 from .tools import Tool, ToolAnnotations, tool
+from .messages import user_message
+from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
+from .session import Session
+from .store import SQLiteStore, Store, Submission
 from .types import (
     ChatErrorContext,
     ChatResponseResult,
@@ -38,6 +43,15 @@ from .types import (
 
 __all__ = [
     "PROJECT",
+    "PluginInfo",
+    "SQLiteStore",
+    "Session",
+    "Store",
+    "Submission",
+    "Think",
+    "ThinkPluginManager",
+    "build_plugin_manager",
+    "user_message",
     "ChatErrorContext",
     "ChatResponseResult",
     "ChunkContext",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import aclosing
 import logging
 import random
 import time
@@ -286,6 +287,7 @@ class Turn:
     async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
         """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
         policy = self.agent.retry
+        max_retries = 0 if getattr(model, "retries_before_output", False) else policy.max_retries
         attempt = 0
         while True:
             try:
@@ -299,7 +301,7 @@ class Turn:
                         session=self.session, request_id=self.request_id, stage="stream", messages_persisted=True
                     ),
                 )
-                if failure.classification not in ("transient", "rate_limit") or attempt >= policy.max_retries:
+                if failure.classification not in ("transient", "rate_limit") or attempt >= max_retries:
                     raise
                 attempt += 1
                 delay = retry_delay(failure.error, attempt, policy)
@@ -319,42 +321,43 @@ class Turn:
         finish = None
         streamed = False
         try:
-            async for event in model.stream(request):
-                kind = event.type
-                if kind == "text-delta":
-                    streamed = True
-                    text.append(event.text)
-                    builder.text_delta(event.text)
-                elif kind == "reasoning-delta":
-                    streamed = True
-                    reasoning.append(event.text)
-                    builder.reasoning_delta(event.text)
-                elif kind == "tool-input-start":
-                    streamed = True
-                    builder.tool_input_start(event.tool_call_id, event.tool_name)
-                elif kind == "tool-input-delta":
-                    builder.tool_input_delta(event.tool_call_id, event.delta)
-                elif kind == "tool-call":
-                    streamed = True
-                    raw_input = event.input if event.input is not None else event.raw_input
-                    builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
-                    calls.append(
-                        ToolCallRequest.model_construct(
-                            id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+            async with aclosing(model.stream(request)) as events:
+                async for event in events:
+                    kind = event.type
+                    if kind == "text-delta":
+                        streamed = True
+                        text.append(event.text)
+                        builder.text_delta(event.text)
+                    elif kind == "reasoning-delta":
+                        streamed = True
+                        reasoning.append(event.text)
+                        builder.reasoning_delta(event.text)
+                    elif kind == "tool-input-start":
+                        streamed = True
+                        builder.tool_input_start(event.tool_call_id, event.tool_name)
+                    elif kind == "tool-input-delta":
+                        builder.tool_input_delta(event.tool_call_id, event.delta)
+                    elif kind == "tool-call":
+                        streamed = True
+                        raw_input = event.input if event.input is not None else event.raw_input
+                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
+                        calls.append(
+                            ToolCallRequest.model_construct(
+                                id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+                            )
                         )
-                    )
-                    if event.input is None:
-                        # The arguments were not a JSON object: the call is answered with an error result.
-                        self.invalid_inputs[event.tool_call_id] = event.raw_input
-                elif kind == "finish":
-                    finish = event
-                    continue
-                elif kind == "error":
-                    raise event.error
-                else:
-                    continue
-                if observers:
-                    emit_chunk(ChunkContext(session, request_id, step_number, event))
+                        if event.input is None:
+                            # The arguments were not a JSON object: the call is answered with an error result.
+                            self.invalid_inputs[event.tool_call_id] = event.raw_input
+                    elif kind == "finish":
+                        finish = event
+                        continue
+                    elif kind == "error":
+                        raise event.error
+                    else:
+                        continue
+                    if observers:
+                        emit_chunk(ChunkContext(session, request_id, step_number, event))
         except asyncio.CancelledError:
             raise
         except Exception as exc:

@@ -12,12 +12,14 @@ What is cached
     or failed calls, and only outputs that serialise to strict JSON.
 
 How a hit is served
-    ``before_tool_call`` returns ``substitute(output)``. It runs ``trylast``: every other
-    plugin — the read-only guard first of all (``tryfirst``) — decides before the cache, so a
-    cached answer can never bypass a guard. If another plugin decides (``allow()``,
+    ``before_tool_call`` returns ``substitute(output)``. It runs ``trylast``: every plugin not
+    itself ``trylast`` — the read-only guard first of all (``tryfirst``) — decides before the
+    cache, so a cached answer can never bypass a guard. If such a plugin decides (``allow()``,
     ``block()``, ``substitute()``), the cache is not consulted for that call and does not
-    store its result either: it stores only results of calls whose key it computed itself,
-    so input rewritten by another plugin can never be stored under the model's input.
+    store its result: it stores only results of calls whose key it computed itself, so input
+    rewritten by another plugin is not stored under the model's input. (The exception is a
+    ``trylast`` plugin registered after this one: pluggy calls it after the cache. Its block or
+    substitute is never stored, but a plugin that *rewrites input* must not be ``trylast``.)
 
 Invalidation
     A call of any other tool (neither read-only, idempotent nor allow-listed: it may mutate)
@@ -64,6 +66,7 @@ from think_core import (
 
 __all__ = [
     "CacheStats",
+    "Lookup",
     "MemoryBackend",
     "SQLiteBackend",
     "ToolCache",
@@ -73,7 +76,6 @@ __all__ = [
 
 GLOBAL_SCOPE = ""
 _MAX_PENDING = 4096  # calls between before_ and after_tool_call, per session (a leak bound)
-_MISSING = object()
 
 
 class ToolCacheSettings(BaseModel):
@@ -128,12 +130,22 @@ def cache_key(tool_name: str, input: Mapping[str, Any]) -> str:
     return f"{tool_name}\n{canonical_json(dict(input))}"
 
 
-class Backend(Protocol):
-    """Storage of cache entries. ``get`` returns ``(found, value, expired)``; ``put`` stores only
-    when ``scope``'s generation still equals ``generation`` and returns ``(stored, evicted)``."""
+@dataclass(frozen=True)
+class Lookup:
+    """A backend's answer: the value if ``found``; ``expired`` if an entry was dropped for its
+    age; ``generation`` of the scope, read in the same transaction as the entry."""
 
-    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]: ...
-    def generation(self, scope: str) -> int: ...
+    found: bool
+    value: Any = None
+    expired: bool = False
+    generation: int = 0
+
+
+class Backend(Protocol):
+    """Storage of cache entries. ``put`` stores only while ``scope``'s generation still equals
+    ``generation`` (no invalidation since the lookup) and returns ``(stored, evicted)``."""
+
+    def get(self, scope: str, key: str, now: float) -> Lookup: ...
     def put(
         self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
     ) -> tuple[bool, int]: ...
@@ -148,16 +160,17 @@ class MemoryBackend:
         self._entries: OrderedDict[tuple[str, str], tuple[str, Optional[float]]] = OrderedDict()
         self._generations: dict[str, int] = {}
 
-    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]:
+    def get(self, scope: str, key: str, now: float) -> Lookup:
+        generation = self.generation(scope)
         entry = self._entries.get((scope, key))
         if entry is None:
-            return False, None, False
+            return Lookup(False, generation=generation)
         value_json, expires_at = entry
         if expires_at is not None and expires_at <= now:
             del self._entries[(scope, key)]
-            return False, None, True
+            return Lookup(False, expired=True, generation=generation)
         self._entries.move_to_end((scope, key))
-        return True, json.loads(value_json), False
+        return Lookup(True, json.loads(value_json), generation=generation)
 
     def generation(self, scope: str) -> int:
         return self._generations.get(scope, 0)
@@ -238,37 +251,33 @@ class SQLiteBackend:
             raise
         return conn
 
-    def get(self, scope: str, key: str, now: float) -> tuple[bool, Any, bool]:
+    def get(self, scope: str, key: str, now: float) -> Lookup:
         with closing(self._connect()) as conn:
-            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("BEGIN IMMEDIATE")  # a hit updates last_used: take the write lock now
             try:
+                generation = self._generation(conn, scope)
                 row = conn.execute(
                     "SELECT value, expires_at FROM tool_cache WHERE scope = ? AND key = ?",
                     (scope, key),
                 ).fetchone()
                 if row is None:
-                    conn.execute("COMMIT")
-                    return False, None, False
-                value_json, expires_at = row
-                if expires_at is not None and expires_at <= now:
+                    lookup = Lookup(False, generation=generation)
+                elif row[1] is not None and row[1] <= now:
                     conn.execute("DELETE FROM tool_cache WHERE scope = ? AND key = ?", (scope, key))
-                    conn.execute("COMMIT")
-                    return False, None, True
-                conn.execute(
-                    "UPDATE tool_cache SET last_used = "
-                    "(SELECT COALESCE(MAX(last_used), 0) + 1 FROM tool_cache) "
-                    "WHERE scope = ? AND key = ?",
-                    (scope, key),
-                )
+                    lookup = Lookup(False, expired=True, generation=generation)
+                else:
+                    conn.execute(
+                        "UPDATE tool_cache SET last_used = "
+                        "(SELECT COALESCE(MAX(last_used), 0) + 1 FROM tool_cache) "
+                        "WHERE scope = ? AND key = ?",
+                        (scope, key),
+                    )
+                    lookup = Lookup(True, json.loads(row[0]), generation=generation)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
-        return True, json.loads(value_json), False
-
-    def generation(self, scope: str) -> int:
-        with closing(self._connect()) as conn:
-            return self._generation(conn, scope)
+        return lookup
 
     @staticmethod
     def _generation(conn: sqlite3.Connection, scope: str) -> int:
@@ -298,7 +307,7 @@ class SQLiteBackend:
                 ).rowcount
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
         return True, max(evicted, 0)
 
@@ -309,20 +318,26 @@ class SQLiteBackend:
                 if scope is None:
                     conn.execute("DELETE FROM tool_cache")
                     conn.execute("UPDATE tool_cache_generation SET generation = generation + 1")
-                    scopes = [GLOBAL_SCOPE]
+                    # a scope without a row is at generation 0: its first bump inserts 1
+                    conn.execute(
+                        "INSERT OR IGNORE INTO tool_cache_generation VALUES (?, 1)", (GLOBAL_SCOPE,)
+                    )
                 else:
                     conn.execute("DELETE FROM tool_cache WHERE scope = ?", (scope,))
-                    scopes = [scope]
-                for name in scopes:
                     conn.execute(
                         "INSERT INTO tool_cache_generation (scope, generation) VALUES (?, 1) "
                         "ON CONFLICT(scope) DO UPDATE SET generation = generation + 1",
-                        (name,),
+                        (scope,),
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                _rollback(conn)
                 raise
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
 
 
 @dataclass(frozen=True)
@@ -343,7 +358,8 @@ class ToolCache:
     """
 
     name = "tool_cache"
-    settings_model = ToolCacheSettings
+    #: read by the plugin loader; ``None`` on an instance built with explicit settings
+    settings_model: Optional[type[ToolCacheSettings]] = ToolCacheSettings
 
     def __init__(
         self,
@@ -353,6 +369,9 @@ class ToolCache:
     ) -> None:
         self.clock = clock
         self.stats = CacheStats()
+        if settings is not None:
+            # Configured here: the loader must not replace these with Think(settings=...).
+            self.settings_model = None
         self.settings = (
             settings
             if isinstance(settings, ToolCacheSettings)
@@ -392,9 +411,8 @@ class ToolCache:
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
-    @staticmethod
-    def _pending(ctx: Any) -> "OrderedDict[str, _Pending]":
-        state = ctx.session.state_for(ToolCache.name)
+    def _pending(self, ctx: Any) -> "OrderedDict[str, _Pending]":
+        state = ctx.session.state_for(self)
         return state.setdefault("pending", OrderedDict())
 
     # -- hooks --------------------------------------------------------------------------------
@@ -408,16 +426,15 @@ class ToolCache:
         except (TypeError, ValueError):
             return None  # input without a canonical JSON form: never cached
         scope = self._scope(ctx.session)
-        found, value, expired = await self._run(self.backend.get, scope, key, self.clock())
-        if expired:
+        lookup: Lookup = await self._run(self.backend.get, scope, key, self.clock())
+        if lookup.expired:
             self.stats.expirations += 1
-        if found:
+        if lookup.found:
             self.stats.hits += 1
-            return substitute(value)
+            return substitute(lookup.value)
         self.stats.misses += 1
-        generation = await self._run(self.backend.generation, scope)
         pending = self._pending(ctx)
-        pending[ctx.tool_call_id] = _Pending(scope, key, generation)
+        pending[ctx.tool_call_id] = _Pending(scope, key, lookup.generation)
         while len(pending) > _MAX_PENDING:
             pending.popitem(last=False)
         return None

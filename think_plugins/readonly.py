@@ -67,9 +67,13 @@ class ReadOnlyGuard:
     """Blocks non-read-only tools while read-only mode is on (see the module docstring)."""
 
     name = "readonly_guard"
-    settings_model = ReadOnlyGuardSettings
+    #: read by the plugin loader; ``None`` on an instance built with explicit settings
+    settings_model: Optional[type[ReadOnlyGuardSettings]] = ReadOnlyGuardSettings
 
     def __init__(self, settings: ReadOnlyGuardSettings | Mapping[str, Any] | None = None) -> None:
+        if settings is not None:
+            # Configured here: the loader must not replace these with Think(settings=...).
+            self.settings_model = None
         self.settings = (
             settings
             if isinstance(settings, ReadOnlyGuardSettings)

@@ -80,6 +80,10 @@ class AnthropicModel:
     call. ``client``: as for :class:`~think_core.models.openai.OpenAIChatModel`.
     """
 
+    #: This model retries transient failures itself before any output, so the engine does not
+    #: retry them again (which would multiply the attempts).
+    retries_before_output = True
+
     def __init__(
         self,
         model_id: str,

@@ -76,6 +76,10 @@ class OpenAIChatModel:
     supported ``max_tokens`` for other servers.
     """
 
+    #: This model retries transient failures itself before any output, so the engine does not
+    #: retry them again (which would multiply the attempts).
+    retries_before_output = True
+
     def __init__(
         self,
         model_id: str,

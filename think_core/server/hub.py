@@ -74,6 +74,7 @@ class SessionHub:
     def __init__(self) -> None:
         self._connections: dict[str, set[Connection]] = defaultdict(set)
         self._tasks: dict[str, set[asyncio.Task]] = defaultdict(set)
+        self._kinds: dict[asyncio.Task, str] = {}
         #: stream id (what clients see in frames) → engine request id, for cancellation.
         self.stream_requests: dict[str, str] = {}
         #: engine request id → stream id, so hook timeline events reach the right stream.
@@ -103,15 +104,18 @@ class SessionHub:
                 connection.send(frame)
 
     # -- turn tasks ----------------------------------------------------------------------------------
-    def spawn(self, session_id: str, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task:
+    def spawn(self, session_id: str, coro: Coroutine[Any, Any, Any], *, name: str, kind: str = "turn") -> asyncio.Task:
         """Run ``coro`` in the background. Turns outlive the connection that asked for them (the
-        other connections still receive the stream); the app cancels them at shutdown."""
+        other connections still receive the stream); the app cancels them at shutdown.
+        ``kind`` (``"turn"`` or ``"settle"``) lets :meth:`wait_idle` wait for turns only."""
         task = asyncio.create_task(coro, name=name)
         tasks = self._tasks[session_id]
         tasks.add(task)
+        self._kinds[task] = kind
 
         def forget(done: asyncio.Task) -> None:
             tasks.discard(done)
+            self._kinds.pop(done, None)
             if not tasks:
                 self._tasks.pop(session_id, None)
             if not done.cancelled() and done.exception() is not None:
@@ -123,9 +127,15 @@ class SessionHub:
     def tasks(self, session_id: str) -> list[asyncio.Task]:
         return list(self._tasks.get(session_id, ()))
 
-    async def wait_idle(self, session_id: str, *, exclude: Optional[asyncio.Task] = None, timeout: float = 30.0) -> None:
-        """Wait for the session's background tasks (other than ``exclude``) to finish."""
-        pending = [t for t in self.tasks(session_id) if t is not exclude]
+    async def wait_idle(
+        self, session_id: str, *, kind: Optional[str] = None, exclude: Optional[asyncio.Task] = None, timeout: float = 60.0
+    ) -> None:
+        """Wait (at most ``timeout`` seconds) for the session's background tasks — of ``kind``
+        only, when given; never ``exclude`` — that exist now to finish."""
+        pending = [
+            t for t in self.tasks(session_id)
+            if t is not exclude and (kind is None or self._kinds.get(t) == kind)
+        ]
         if pending:
             await asyncio.wait(pending, timeout=timeout)
 

@@ -1,0 +1,148 @@
+"""The ASGI application: ``create_app(agent)``.
+
+Routes::
+
+    GET  /                                   the built-in chat page (static HTML + vanilla JS)
+    GET  /healthz                            {"status": "ok"} (never needs the token)
+    WS   /agents/think/{session_id}          cf_agent_* chat protocol (see ``ws`` / ``frames``)
+    POST /api/chat                           AI SDK UI message stream (see ``http``)
+    GET  /api/sessions/{session_id}/messages     {"id", "messages": [UIMessage...]}
+    GET  /api/sessions/{session_id}/submissions  {"id", "submissions": [...]} (?status=&limit=)
+
+With a token (``api_token=`` or ``THINK_API_TOKEN``) every API route and the WebSocket need
+``Authorization: Bearer <token>``; the WebSocket also accepts ``?token=<token>`` because
+browsers cannot set headers on it. The page itself holds no data and is public.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from importlib import resources
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
+
+from ..agent import Think
+from . import http
+from .auth import is_authorized
+from .frames import timeline_frame
+from .hub import SessionHub
+from .timeline import TimelineRecorder
+from .ws import serve_socket
+
+#: Largest accepted request body / WebSocket frame. Chat clients resend the whole transcript
+#: with every request, so this is generous; it bounds memory per request, not history size.
+DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+
+WS_POLICY_VIOLATION = 1008
+
+
+def _page() -> str:
+    return resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
+
+
+def create_app(
+    agent: Think,
+    *,
+    api_token: Optional[str] = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    timeline: bool = True,
+) -> Starlette:
+    """An ASGI app serving ``agent``.
+
+    :param api_token: bearer token required by the API and the WebSocket; defaults to the
+        ``THINK_API_TOKEN`` environment variable; empty/``None`` means no authentication.
+    :param max_body_bytes: larger HTTP bodies get 413, larger WebSocket frames an error frame.
+    :param timeline: register a recorder plugin that sends each turn's hook events to the
+        WebSocket clients as ``think_timeline`` frames (the page shows them).
+    """
+    token = api_token if api_token is not None else os.environ.get("THINK_API_TOKEN") or None
+    hub = SessionHub()
+    recorder: Optional[TimelineRecorder] = None
+    if timeline:
+
+        def sink(session_id: str, request_id: str, event: dict[str, Any]) -> None:
+            stream_id = hub.request_streams.get(request_id, request_id)
+            hub.broadcast(session_id, timeline_frame(stream_id, {**event, "requestId": request_id}))
+
+        recorder = TimelineRecorder(sink)
+
+    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if not is_authorized(request, token):
+                return http.error_response(401, "missing or invalid bearer token", "unauthorized")
+            try:
+                return await handler(request)
+            except http.HTTPError as exc:
+                return http.error_response(exc.status, exc.message, exc.kind)
+
+        return endpoint
+
+    async def page(request: Request) -> Response:
+        return HTMLResponse(_page(), headers={"cache-control": "no-cache"})
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def chat(request: Request) -> Response:
+        return await http.chat(request, agent, max_body_bytes)
+
+    async def messages(request: Request) -> Response:
+        return await http.session_messages(agent, request.path_params["session_id"])
+
+    async def submissions(request: Request) -> Response:
+        q = request.query_params
+        return await http.session_submissions(agent, request.path_params["session_id"], q.get("status"), q.get("limit"))
+
+    async def socket(websocket: WebSocket) -> None:
+        session_id = websocket.path_params["session_id"]
+        if not is_authorized(websocket, token, allow_query=True):
+            await websocket.close(code=WS_POLICY_VIOLATION)  # before accept: an HTTP 403
+            return
+        try:
+            http.check_session_id(session_id)
+        except http.HTTPError:
+            await websocket.close(code=WS_POLICY_VIOLATION)
+            return
+        await serve_socket(websocket, agent, hub, max_frame_bytes=max_body_bytes)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return http.error_response(404, f"no route for {request.method} {request.url.path}", "not_found")
+
+    async def method_not_allowed(request: Request, exc: Exception) -> Response:
+        return http.error_response(405, f"{request.method} is not allowed on {request.url.path}", "method_not_allowed")
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        return http.error_response(500, "internal server error", "internal_error")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if recorder is not None:
+            agent.plugin_manager.register(recorder, name=f"{recorder.name}_{id(recorder):x}")
+        try:
+            yield
+        finally:
+            await hub.aclose()
+            if recorder is not None and agent.plugin_manager.is_registered(recorder):
+                agent.plugin_manager.unregister(recorder)
+
+    app = Starlette(
+        routes=[
+            Route("/", page, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/api/chat", guarded(chat), methods=["POST"]),
+            Route("/api/sessions/{session_id}/messages", guarded(messages), methods=["GET"]),
+            Route("/api/sessions/{session_id}/submissions", guarded(submissions), methods=["GET"]),
+            WebSocketRoute("/agents/think/{session_id}", socket),
+        ],
+        exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
+        lifespan=lifespan,
+    )
+    app.state.agent = agent
+    app.state.hub = hub
+    return app

@@ -1,0 +1,192 @@
+"""HTTP endpoints: ``POST /api/chat`` (AI SDK UI message stream over SSE), history and
+submissions of a session, and a health check.
+
+``POST /api/chat`` accepts the body of the AI SDK ``DefaultChatTransport``
+(``{id, messages, trigger, messageId, ...custom}``; ``id`` is the session id) and answers with
+the UI message stream protocol: ``content-type: text/event-stream``,
+``x-vercel-ai-ui-message-stream: v1``, one ``data: <chunk JSON>`` event per chunk and a final
+``data: [DONE]``, so ``useChat`` front ends work unchanged. Errors before streaming are JSON
+``{"error": {"message", "type"}}`` with a 4xx/5xx status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any, AsyncIterator, Optional
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..agent import Think
+from ..messages import new_id
+from ..session import Session
+from .frames import ProtocolError, dumps, error_body, split_chat_body
+from .turns import ToolUpdate, new_messages, parse_messages, regenerate_cut, settled_tool_updates
+
+logger = logging.getLogger("think.server")
+
+UI_MESSAGE_STREAM_HEADERS = {
+    "cache-control": "no-cache",
+    "connection": "keep-alive",
+    "x-vercel-ai-ui-message-stream": "v1",
+    "x-accel-buffering": "no",
+}
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.kind = kind
+
+
+def error_response(status: int, message: str, kind: str) -> JSONResponse:
+    return JSONResponse(error_body(message, kind), status_code=status)
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request's JSON body, refusing more than ``max_bytes`` (413) before reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > max_bytes:
+                raise HTTPError(413, f"request body exceeds {max_bytes} bytes", "payload_too_large")
+        except ValueError:
+            raise HTTPError(400, "invalid content-length header", "invalid_request") from None
+    data = bytearray()
+    async for piece in request.stream():
+        data.extend(piece)
+        if len(data) > max_bytes:
+            raise HTTPError(413, f"request body exceeds {max_bytes} bytes", "payload_too_large")
+    try:
+        return json.loads(data)
+    except ValueError as exc:
+        raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+
+
+def sse(chunk: dict[str, Any]) -> str:
+    return f"data: {dumps(chunk)}\n\n"
+
+
+SSE_DONE = "data: [DONE]\n\n"
+
+
+async def _continuation_chunks(session: Session, updates: list[ToolUpdate]) -> AsyncIterator[dict[str, Any]]:
+    """Apply client tool results an AI SDK client resent, streaming the auto-continuation that
+    the last one starts (if every pending call of its message is then settled)."""
+    queue: asyncio.Queue[Optional[dict[str, Any]]] = asyncio.Queue()
+    for update in updates[:-1]:
+        await session.add_tool_result(update.tool_call_id, update.output, error=update.error, auto_continue=False)
+    last = updates[-1]
+
+    async def settle() -> None:
+        try:
+            await session.add_tool_result(
+                last.tool_call_id, last.output, error=last.error, auto_continue=True, on_event=queue.put_nowait
+            )
+        finally:
+            queue.put_nowait(None)
+
+    task = asyncio.create_task(settle())
+    try:
+        while (chunk := await queue.get()) is not None:
+            yield chunk
+        await task
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait([task])
+
+
+async def _turn_chunks(
+    agent: Think, session: Session, payload: dict[str, Any]
+) -> AsyncIterator[dict[str, Any]]:
+    raw_messages, trigger, message_id, body = split_chat_body(payload, drop=("id",))
+    incoming = parse_messages(raw_messages)
+    stored = await session.messages()
+    updates = settled_tool_updates(stored, incoming)
+    if updates and trigger == "submit-message":
+        async for chunk in _continuation_chunks(session, updates):
+            yield chunk
+        return
+    if trigger == "regenerate-message":
+        doomed = regenerate_cut(stored, incoming, message_id)
+        if doomed:
+            agent.store.delete_messages(session.id, doomed)
+            stored = await session.messages()
+    async for chunk in session.stream(new_messages(stored, incoming), body=body, trigger="http", request_id=new_id("req")):
+        yield chunk
+
+
+async def chat(request: Request, agent: Think, max_body_bytes: int) -> Response:
+    payload = await read_json(request, max_body_bytes)
+    if not isinstance(payload, dict):
+        raise HTTPError(400, "request body must be a JSON object", "invalid_request")
+    session_id = payload.get("id")
+    if not isinstance(session_id, str) or not session_id:
+        raise HTTPError(400, "'id' (the chat session id) must be a non-empty string", "invalid_request")
+    check_session_id(session_id)
+    session = agent.session(session_id)
+    chunks = _turn_chunks(agent, session, payload)
+    # Start the turn before answering, so request and start-up errors get a proper status.
+    try:
+        first = await chunks.__anext__()
+    except StopAsyncIteration:
+        first = None
+    except ProtocolError as exc:
+        await chunks.aclose()
+        raise HTTPError(400, exc.message, exc.kind) from None
+    except KeyError as exc:
+        await chunks.aclose()
+        raise HTTPError(404, str(exc.args[0]) if exc.args else "not found", "not_found") from None
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            if first is not None:
+                yield sse(first)
+                async for chunk in chunks:
+                    yield sse(chunk)
+        except Exception as exc:  # after the 200: report in the stream, as the AI SDK does
+            logger.exception("HTTP turn of session %r failed", session_id)
+            yield sse({"type": "error", "errorText": str(exc) or type(exc).__name__})
+        finally:
+            await chunks.aclose()
+        yield SSE_DONE
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
+
+
+MAX_SESSION_ID = 256
+
+
+def check_session_id(session_id: str) -> None:
+    if len(session_id) > MAX_SESSION_ID or any(ord(c) < 32 or c in "/\\" for c in session_id):
+        raise HTTPError(400, f"invalid session id (at most {MAX_SESSION_ID} printable characters, no slashes)", "invalid_request")
+
+
+async def session_messages(agent: Think, session_id: str) -> Response:
+    check_session_id(session_id)
+    messages = await agent.session(session_id).messages()
+    return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
+
+
+async def session_submissions(agent: Think, session_id: str, status: Optional[str], limit: Optional[str]) -> Response:
+    check_session_id(session_id)
+    n: Optional[int] = None
+    if limit is not None:
+        try:
+            n = int(limit)
+        except ValueError:
+            raise HTTPError(400, "'limit' must be an integer", "invalid_request") from None
+        if n < 1:
+            raise HTTPError(400, "'limit' must be at least 1", "invalid_request")
+    session = agent.session(session_id)
+    lister = getattr(session, "list_submissions", None)
+    if lister is not None:
+        rows = await lister(status=status, limit=n)
+    else:
+        rows = agent.store.list_submissions(session_id, status=status, limit=n)
+    return JSONResponse({"id": session_id, "submissions": [json.loads(r.model_dump_json()) for r in rows]})

@@ -1,0 +1,248 @@
+"""The WebSocket chat endpoint ``/agents/think/{session_id}`` (Cloudflare agents protocol).
+
+One :class:`ChatSocket` per connection routes client frames to the engine. Turns run as
+background tasks of the :class:`~think_core.server.hub.SessionHub` so that the socket keeps
+reading (a cancel frame must get through while a turn streams) and so that every connection
+of the session receives the stream. A frame that cannot be handled is answered with an error
+frame; the connection stays usable (see ``frames`` for the shapes).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from typing import Any, Awaitable, Callable, Optional
+
+from starlette.websockets import WebSocket
+
+from ..agent import Think
+from ..messages import new_id
+from ..types import UIMessage
+from . import frames as F
+from .frames import ProtocolError
+from .hub import Connection, SessionHub
+from .turns import message_with_tool_call, new_messages, parse_messages, regenerate_cut
+
+logger = logging.getLogger("think.server")
+
+Handler = Callable[[dict[str, Any]], Awaitable[None]]
+OnEvent = Callable[[dict[str, Any]], None]
+
+
+def accepts_request_id(method: Callable[..., Any]) -> bool:
+    """Whether an engine entry point takes ``request_id=`` (so its stream can be cancelled by
+    the id clients see). Checked rather than assumed: the settle methods gained it later."""
+    try:
+        return "request_id" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ChatSocket:
+    """The protocol state of one WebSocket connection to one session."""
+
+    def __init__(self, agent: Think, hub: SessionHub, session_id: str, websocket: WebSocket, *, max_frame_bytes: int) -> None:
+        self.agent = agent
+        self.hub = hub
+        self.session_id = session_id
+        self.session = agent.session(session_id)
+        self.websocket = websocket
+        self.max_frame_bytes = max_frame_bytes
+        self.connection: Optional[Connection] = None
+        self._handlers: dict[str, Handler] = {
+            F.USE_CHAT_REQUEST: self.on_chat_request,
+            F.CHAT_REQUEST_CANCEL: self.on_cancel,
+            F.CHAT_CLEAR: self.on_clear,
+            F.TOOL_RESULT: self.on_tool_result,
+            F.TOOL_APPROVAL: self.on_tool_approval,
+            F.STREAM_RESUME_REQUEST: self.on_resume_request,
+            F.STREAM_RESUME_ACK: self.ignore,
+            F.CHAT_MESSAGES: self.ignore,  # the server's store is authoritative (as in Think)
+        }
+
+    # -- connection lifecycle -----------------------------------------------------------------
+    async def run(self) -> None:
+        await self.websocket.accept()
+        self.connection = self.hub.connect(self.session_id, self.websocket)
+        try:
+            await self.session.open()
+            self.send(F.messages_frame(await self.session.messages()))
+            while True:
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                text = message.get("text")
+                if text is None:
+                    data = message.get("bytes") or b""
+                    try:
+                        text = data.decode("utf-8")
+                    except UnicodeDecodeError:
+                        self.send(F.error_frame("binary frames must be UTF-8 JSON", "invalid_frame"))
+                        continue
+                await self.handle_text(text)
+        finally:
+            await self.hub.disconnect(self.connection)
+
+    def send(self, frame: dict[str, Any]) -> None:
+        assert self.connection is not None
+        self.connection.send(frame)
+
+    def broadcast(self, frame: dict[str, Any], *, exclude: Optional[Connection] = None) -> None:
+        self.hub.broadcast(self.session_id, frame, exclude=exclude)
+
+    async def handle_text(self, text: str) -> None:
+        frame_type: Optional[str] = None
+        try:
+            if len(text.encode("utf-8")) > self.max_frame_bytes:
+                raise ProtocolError(f"frame exceeds {self.max_frame_bytes} bytes", "payload_too_large")
+            frame = F.parse_frame(text)
+            frame_type = frame["type"]
+            handler = self._handlers.get(frame_type)
+            if handler is None:
+                raise ProtocolError(f"unknown frame type {frame_type!r}", "unknown_type")
+            await handler(frame)
+        except ProtocolError as exc:
+            if frame_type == F.USE_CHAT_REQUEST and exc.request_id is not None:
+                self.send(F.failed_frame(exc.request_id, exc.message))
+            else:
+                self.send(F.error_frame(exc.message, exc.kind, request_id=exc.request_id, frame_type=frame_type))
+
+    async def ignore(self, frame: dict[str, Any]) -> None:
+        return None
+
+    # -- chat requests -----------------------------------------------------------------------------
+    async def on_chat_request(self, frame: dict[str, Any]) -> None:
+        request = F.parse_chat_request(frame)
+        if request.id in self.hub.stream_requests or request.id in self.session.active_request_ids:
+            raise ProtocolError(f"request id {request.id!r} is already streaming", request_id=request.id)
+        incoming = parse_messages(request.messages, request_id=request.id)
+        self.hub.link(request.id, request.id)
+        self.hub.spawn(self.session_id, self._run_chat(request, incoming), name=f"think-ws-turn-{request.id}")
+
+    async def _run_chat(self, request: F.ChatRequest, incoming: list[UIMessage]) -> None:
+        stream_id = request.id
+        try:
+            stored = await self.session.messages()
+            if request.trigger == "regenerate-message":
+                doomed = regenerate_cut(stored, incoming, request.message_id)
+                if doomed:
+                    self.agent.store.delete_messages(self.session_id, doomed)
+                    stored = await self.session.messages()
+            fresh = new_messages(stored, incoming)
+            announced = False
+            async for chunk in self.session.stream(fresh, body=request.body, trigger="websocket", request_id=stream_id):
+                if not announced:
+                    announced = True
+                    # The turn was admitted and its input persisted: show it in the other tabs.
+                    for message in fresh:
+                        self.broadcast(F.message_updated_frame(message), exclude=self.connection)
+                self.broadcast(F.chunk_frame(stream_id, chunk))
+        except Exception as exc:
+            logger.exception("WebSocket turn %s of session %r failed", stream_id, self.session_id)
+            self.broadcast(F.failed_frame(stream_id, str(exc) or type(exc).__name__))
+        else:
+            self.broadcast(F.done_frame(stream_id))
+        finally:
+            self.hub.unlink(stream_id)
+            self.broadcast(F.messages_frame(await self.session.messages()))
+
+    async def on_cancel(self, frame: dict[str, Any]) -> None:
+        stream_id = F.require_str(frame, "id")
+        self.session.cancel(self.hub.stream_requests.get(stream_id, stream_id))
+
+    async def on_clear(self, frame: dict[str, Any]) -> None:
+        # Let cancelled turns finish persisting their partial messages first, so nothing
+        # reappears in the history after it was cleared.
+        self.session.cancel_all()
+        await self.hub.wait_idle(self.session_id, kind="turn")
+        await self.session.clear()
+        self.broadcast({"type": F.CHAT_CLEAR})
+
+    async def on_resume_request(self, frame: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"type": F.STREAM_RESUME_NONE, "reason": "idle"}
+        if isinstance(frame.get("probeId"), str):
+            reply["probeId"] = frame["probeId"]
+        self.send(reply)
+
+    # -- client tools and approvals ----------------------------------------------------------------
+    async def on_tool_result(self, frame: dict[str, Any]) -> None:
+        call_id = F.require_str(frame, "toolCallId")
+        state = frame.get("state", "output-available")
+        if state not in ("output-available", "output-error"):
+            raise ProtocolError("cf_agent_tool_result: 'state' must be \"output-available\" or \"output-error\"")
+        error: Optional[str] = None
+        if state == "output-error":
+            text = frame.get("errorText")
+            error = text if isinstance(text, str) and text else "Tool execution denied by user"
+        auto = _optional_bool(frame, "autoContinue")
+        output = frame.get("output")
+
+        def apply(on_event: OnEvent, **extra: Any) -> Awaitable[Any]:
+            return self.session.add_tool_result(call_id, output, error=error, auto_continue=auto, on_event=on_event, **extra)
+
+        self.hub.spawn(self.session_id, self._settle(call_id, apply, self.session.add_tool_result), name=f"think-ws-tool-result-{call_id}", kind="settle")
+
+    async def on_tool_approval(self, frame: dict[str, Any]) -> None:
+        call_id = F.require_str(frame, "toolCallId")
+        approved = frame.get("approved")
+        if not isinstance(approved, bool):
+            raise ProtocolError("cf_agent_tool_approval: 'approved' must be a boolean")
+        auto = _optional_bool(frame, "autoContinue")
+
+        def apply(on_event: OnEvent, **extra: Any) -> Awaitable[Any]:
+            return self.session.approve_tool_call(call_id, approved, auto_continue=auto, on_event=on_event, **extra)
+
+        self.hub.spawn(self.session_id, self._settle(call_id, apply, self.session.approve_tool_call), name=f"think-ws-approval-{call_id}", kind="settle")
+
+    async def _settle(self, call_id: str, apply: Callable[..., Awaitable[Any]], method: Callable[..., Any]) -> None:
+        """Apply a tool result or approval and stream the auto-continuation (if one runs) to
+        every connection, with ``continuation: true``."""
+        # A turn still streaming may not have persisted the call yet; answers also must not
+        # overtake the turn that asked for them.
+        await self.hub.wait_idle(self.session_id, kind="turn")
+        stream_id = new_id("cont")
+        started = False
+
+        def on_event(chunk: dict[str, Any]) -> None:
+            nonlocal started
+            if not started:
+                started = True
+                settled = message_with_tool_call(self.agent.store.list_messages(self.session_id), call_id)
+                if settled is not None:
+                    self.broadcast(F.message_updated_frame(settled))
+            self.broadcast(F.chunk_frame(stream_id, chunk, continuation=True))
+
+        extra: dict[str, Any] = {}
+        if accepts_request_id(method):
+            extra["request_id"] = stream_id
+            self.hub.link(stream_id, stream_id)
+        try:
+            await apply(on_event, **extra)
+        except KeyError:
+            self.send(F.error_frame(f"no tool call {call_id!r} in this session", "not_found"))
+            return
+        except Exception as exc:
+            logger.exception("settling tool call %s failed", call_id)
+            if started:
+                self.broadcast(F.failed_frame(stream_id, str(exc) or type(exc).__name__, continuation=True))
+            else:
+                self.send(F.error_frame(str(exc) or type(exc).__name__, "internal_error"))
+            return
+        finally:
+            self.hub.unlink(stream_id)
+        if started:
+            self.broadcast(F.done_frame(stream_id, continuation=True))
+        self.broadcast(F.messages_frame(await self.session.messages()))
+
+
+def _optional_bool(frame: dict[str, Any], field: str) -> bool:
+    value = frame.get(field, False)
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{frame.get('type')}: '{field}' must be a boolean")
+    return value
+
+
+async def serve_socket(websocket: WebSocket, agent: Think, hub: SessionHub, *, max_frame_bytes: int) -> None:
+    session_id = websocket.path_params["session_id"]
+    await ChatSocket(agent, hub, session_id, websocket, max_frame_bytes=max_frame_bytes).run()
+
