@@ -464,3 +464,25 @@ async def test_nested_blocking_call_from_a_tool_raises_instead_of_hanging():
     result = await asyncio.wait_for(agent.session("s").chat("go"), 5)
     assert result.status == "completed"
     assert "submit_messages" in str(captured["error"])
+
+
+async def test_a_queued_turn_can_be_cancelled_and_outside_cancellation_propagates():
+    model = ScriptedModel([Step(text=" ".join(["tick"] * 30))], delay=0.01, repeat=True)
+    agent = Think(model, load_entrypoints=False)
+    session = agent.session("s")
+    first = asyncio.create_task(session.chat("one", request_id="r1"))
+    queued = asyncio.create_task(session.chat("two", request_id="r2"))
+    await asyncio.sleep(0.05)
+    assert session.cancel("r2") is True
+    assert (await asyncio.wait_for(queued, 2)).status == "aborted"
+    assert (await first).status == "completed"
+    assert len(model.requests) == 1  # the queued turn never reached the model
+
+    outer = asyncio.create_task(session.chat("three"))
+    await asyncio.sleep(0.05)
+    outer.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await outer
+    stored = await session.messages()
+    assert stored[-1].role == "assistant" and stored[-1].text.startswith("tick")  # partial kept
+    assert session.active_request_ids == []

@@ -349,7 +349,7 @@ class Session:
             try:
                 await self._lock.acquire()
             except asyncio.CancelledError:
-                if handle.cancel_requested and _uncancel():
+                if _absorb_cancel(handle):
                     return TurnResult(request_id=request_id, status="aborted", continuation=request.continuation)
                 raise
             token = _TURN_OWNER.set(self)
@@ -419,7 +419,7 @@ class Session:
         except asyncio.CancelledError:
             builder.abort()
             message = self._persist(builder)
-            if handle.cancel_requested and _uncancel():
+            if _absorb_cancel(handle):
                 return TurnOutcome("aborted", error_text="aborted"), message
             raise
         message = self._persist(builder)
@@ -545,9 +545,12 @@ class Session:
         return message
 
 
-def _uncancel() -> bool:
-    """Absorb a cancellation that ``Session.cancel`` asked for (the turn ends as ``aborted``)."""
+def _absorb_cancel(handle: _ActiveTurn) -> bool:
+    """A cancellation that ``Session.cancel`` asked for ends the turn as ``aborted`` instead of
+    propagating; any other cancellation (the caller's task being cancelled) propagates."""
+    if not handle.cancel_requested:
+        return False
     task = asyncio.current_task()
-    if task is not None and hasattr(task, "uncancel"):
+    if task is not None:
         task.uncancel()
     return True
