@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+# The loopback HTTP server fixture (``loopback``) is available to every test.
+pytest_plugins = ["tests.loopback"]
+
 
 @pytest.fixture(autouse=True)
 def _hermetic_plugin_env(monkeypatch: pytest.MonkeyPatch) -> None:

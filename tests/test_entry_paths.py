@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from think_core import NestedTurnError, Tool, hookimpl, tool
+from think_core import NestedTurnError, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.store import SQLiteStore
@@ -225,7 +225,7 @@ async def test_submissions_idempotency_conflicts_and_cancel(tmp_path):
     a = await session.submit_messages("first", idempotency_key="key-1")
     again = await session.submit_messages("first (retried)", idempotency_key="key-1")
     assert again.accepted is False and again.submission_id == a.submission_id
-    b = await session.submit_messages("second", submission_id="sub-2")
+    await session.submit_messages("second", submission_id="sub-2")
     with pytest.raises(ValueError):
         await session.submit_messages("x", submission_id="sub-2", idempotency_key="key-1")
     assert await session.cancel_submission("sub-2") is True

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.loopback import LoopbackServer, Reply, loopback, sse_body  # noqa: F401
+from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 from think_core.models.base import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.loopback import LoopbackServer, Reply, loopback, sse_body  # noqa: F401
+from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
 from tests.recorder import Recorder
 from tests.test_provider_turns import FAST, an_stream, oa_text, openai_model
 from think_core.agent import Think

@@ -4,9 +4,8 @@ guard and ``compact_after`` (DESIGN §8)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from think_core import ProviderError, hookimpl, tool
+from think_core import ProviderError, tool
 from think_core.agent import Think
 from think_core.models.base import ModelRequest
 from think_core.models.scripted import ScriptedModel, Step, call

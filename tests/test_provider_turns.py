@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from tests.loopback import LoopbackServer, Reply, loopback, sse_body  # noqa: F401
+from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
 from think_core import TurnConfig, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.anthropic import AnthropicModel

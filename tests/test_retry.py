@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator
 import httpx
 import pytest
 
-from tests.loopback import LoopbackServer, Reply, loopback, sse_body  # noqa: F401
+from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
 from think_core.errors import ProviderError
 from think_core.events import Finish, TextDelta
 from think_core.models.base import ModelRequest, UserMessage

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.loopback import LoopbackServer, Reply, loopback  # noqa: F401
+from tests.loopback import LoopbackServer, Reply  # noqa: F401
 from think_core.models.sse import SSEDecoder, SSEEvent, aiter_sse
 
 

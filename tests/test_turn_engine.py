@@ -23,7 +23,6 @@ from think_core import (
 )
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
-from think_core.store import SQLiteStore
 from tests.recorder import Recorder
 
 
@@ -486,3 +485,33 @@ async def test_a_queued_turn_can_be_cancelled_and_outside_cancellation_propagate
     stored = await session.messages()
     assert stored[-1].role == "assistant" and stored[-1].text.startswith("tick")  # partial kept
     assert session.active_request_ids == []
+
+
+async def test_agent_aclose_closes_plugins_and_a_failing_close_is_isolated(caplog):
+    closed: list[str] = []
+
+    class Holder:
+        name = "holder"
+
+        @hookimpl
+        def on_chat_response(self, result):
+            pass
+
+        async def aclose(self):
+            closed.append("holder")
+
+    class Broken:
+        name = "broken_close"
+
+        @hookimpl
+        def on_chat_response(self, result):
+            pass
+
+        def close(self):
+            raise RuntimeError("close failed")
+
+    agent = Think(ScriptedModel(["hi"]), plugins=[Holder(), Broken()], load_entrypoints=False)
+    await agent.session("s").chat("x")
+    await agent.aclose()
+    assert closed == ["holder"]
+    assert "broken_close" in caplog.text

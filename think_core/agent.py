@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 from typing import Any, Iterable, Mapping, Optional
 
 from .compaction import CompactionConfig, ContextOverflowConfig, RetryConfig, Summarizer
@@ -10,6 +12,8 @@ from .plugins import build_plugin_manager
 from .session import Session
 from .store import Store, open_store
 from .tools import Tool
+
+logger = logging.getLogger("think.agent")
 
 DEFAULT_SYSTEM = "You are a helpful assistant."
 
@@ -105,9 +109,21 @@ class Think:
         self.store.close()
 
     async def aclose(self) -> None:
-        """Stop background drains, then close the store."""
+        """Stop background drains, let plugins release what they hold (a plugin may define
+        ``async def aclose(self)`` or ``def close(self)``: the analytics HTTP sink flushes
+        there), then close the store."""
         for session in list(self._sessions.values()):
             await session.aclose()
+        for plugin in self.plugin_manager.get_plugins():
+            closer = getattr(plugin, "aclose", None) or getattr(plugin, "close", None)
+            if not callable(closer):
+                continue
+            try:
+                result = closer()
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                logger.warning("plugin %r failed to close", self.plugin_manager.get_name(plugin), exc_info=True)
         self.close()
 
     def __enter__(self) -> "Think":

@@ -195,12 +195,17 @@ def _error_text(exc: BaseException) -> str:
 def _apply_settings(plugin: object, name: str, settings: Mapping[str, Any]) -> None:
     """Validate ``settings[name]`` with the plugin's ``settings_model`` and set ``plugin.settings``.
 
+    A plugin that already holds settings of that model (it was built with them) keeps them
+    unless ``settings`` has a section for it.
+
     Bad settings must stop start-up with a message naming the plugin and the field, rather
     than surface later as an attribute error deep inside a turn.
     """
     model = getattr(plugin, "settings_model", None)
     if model is None:
         return
+    if name not in settings and isinstance(getattr(plugin, "settings", None), model):
+        return  # configured when it was constructed; no section here to override it
     try:
         plugin.settings = model.model_validate(settings.get(name, {}))  # type: ignore[attr-defined]
     except ValidationError as exc:

@@ -10,9 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
 
 from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
@@ -388,7 +387,7 @@ class Session:
     async def _locked_turn(
         self, request: _TurnRequest, request_id: str, handle: _ActiveTurn, builder: AssistantMessageBuilder
     ) -> tuple[Optional[TurnOutcome], Optional[UIMessage]]:
-        agent, store = self.agent, self.agent.store
+        store = self.agent.store
         if request.should_apply is not None and not request.should_apply():
             return None, None
         body = request.body

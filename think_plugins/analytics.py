@@ -323,14 +323,15 @@ def _json_size(value: Any) -> int:
 class Analytics:
     """Records data points and hands them to a sink (see the module docstring).
 
-    :param settings: :class:`AnalyticsSettings` or a dict of its fields; the entry-point loader
-        sets ``plugin.settings`` from ``Think(settings={"analytics": {...}})`` instead.
+    :param settings: :class:`AnalyticsSettings` or a dict of its fields. Settings given here win:
+        the instance then ignores ``Think(settings={"analytics": ...})``. Built without them (as
+        the entry-point loader does), it is configured from that section.
     :param sink: a sink object to use instead of the one the settings name.
     """
 
     name = "analytics"
-    #: read by the plugin loader; ``None`` on an instance built with explicit settings
-    settings_model: Optional[type[AnalyticsSettings]] = AnalyticsSettings
+    #: read by the plugin loader: ``Think(settings={name: {...}})`` is validated with it
+    settings_model: type[AnalyticsSettings] = AnalyticsSettings
 
     def __init__(
         self,
@@ -348,9 +349,6 @@ class Analytics:
         self.dropped = 0
         #: points a sink accepted
         self.written = 0
-        if settings is not None:
-            # Configured here: the loader must not replace these with Think(settings=...).
-            self.settings_model = None
         self.settings = (
             settings
             if isinstance(settings, AnalyticsSettings)

@@ -352,14 +352,15 @@ class _Pending:
 class ToolCache:
     """Serves repeated calls of non-mutating tools from a cache (see the module docstring).
 
-    :param settings: a :class:`ToolCacheSettings` or a dict of its fields; the entry-point
-        loader sets ``plugin.settings`` from ``Think(settings={"tool_cache": {...}})`` instead.
+    :param settings: :class:`ToolCacheSettings` or a dict of its fields. Settings given here win:
+        the instance then ignores ``Think(settings={"tool_cache": ...})``. Built without them
+        (as the entry-point loader does), it is configured from that section.
     :param clock: wall-clock seconds (``time.time``); injectable so TTL tests need no sleeping.
     """
 
     name = "tool_cache"
-    #: read by the plugin loader; ``None`` on an instance built with explicit settings
-    settings_model: Optional[type[ToolCacheSettings]] = ToolCacheSettings
+    #: read by the plugin loader: ``Think(settings={name: {...}})`` is validated with it
+    settings_model: type[ToolCacheSettings] = ToolCacheSettings
 
     def __init__(
         self,
@@ -369,9 +370,6 @@ class ToolCache:
     ) -> None:
         self.clock = clock
         self.stats = CacheStats()
-        if settings is not None:
-            # Configured here: the loader must not replace these with Think(settings=...).
-            self.settings_model = None
         self.settings = (
             settings
             if isinstance(settings, ToolCacheSettings)

@@ -64,16 +64,18 @@ def _truthy(value: Any) -> bool:
 
 
 class ReadOnlyGuard:
-    """Blocks non-read-only tools while read-only mode is on (see the module docstring)."""
+    """Blocks non-read-only tools while read-only mode is on (see the module docstring).
+
+    :param settings: :class:`ReadOnlyGuardSettings` or a dict of its fields. Settings given here
+        win: the instance then ignores ``Think(settings={"readonly_guard": ...})``. Built without
+        them (as the entry-point loader does), it is configured from that section.
+    """
 
     name = "readonly_guard"
-    #: read by the plugin loader; ``None`` on an instance built with explicit settings
-    settings_model: Optional[type[ReadOnlyGuardSettings]] = ReadOnlyGuardSettings
+    #: read by the plugin loader: ``Think(settings={name: {...}})`` is validated with it
+    settings_model: type[ReadOnlyGuardSettings] = ReadOnlyGuardSettings
 
     def __init__(self, settings: ReadOnlyGuardSettings | Mapping[str, Any] | None = None) -> None:
-        if settings is not None:
-            # Configured here: the loader must not replace these with Think(settings=...).
-            self.settings_model = None
         self.settings = (
             settings
             if isinstance(settings, ReadOnlyGuardSettings)

@@ -1,0 +1,269 @@
+"""What does think cost per streamed token, over a real socket?
+
+A loopback OpenAI-compatible server (a separate process, so its work is not on the client's
+event loop) streams N text chunks as a Chat Completions event stream: one SSE event per
+HTTP chunk, as real providers flush them. Three clients read the same bytes:
+
+  a  floor    httpx.AsyncClient streaming, iterate lines, json.loads each data payload,
+              extract the delta text, join it
+  b  think    Think(OpenAIChatModel(...), load_entrypoints=False): a full turn — events,
+              the assistant message builder, persisted to a SQLite file
+  c  think+4  as b, with the four bundled entry-point plugins loaded (analytics writing to a
+              temp SQLite file) and a recording on_chunk plugin (appends chunk.type)
+
+Each variant runs several times (fresh session each run); the table shows min and median
+wall time, µs per chunk, the ratios b/a and c/a (medians; from the same run), and the peak
+of Python allocations during one extra run of each variant (tracemalloc, untimed).
+
+    python bench/stream_overhead.py                  # N = 1k, 10k, 100k
+    python bench/stream_overhead.py --sizes 1000,10000 --repeat 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from _common import machine, median, table
+
+import httpx
+
+from think_core import hookimpl
+
+# -- the server (run in a child process) --------------------------------------------------------
+
+_PIECE = "tok "
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    data = b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    return b"%x\r\n%s\r\n" % (len(data), data)  # one HTTP chunk per SSE event
+
+
+def render_stream(n: int) -> bytes:
+    """The chunked body of a Chat Completions stream with ``n`` content deltas."""
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+        return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
+                "model": "bench", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+
+    parts = [_event(chunk({"role": "assistant", "content": ""}))]
+    text = _event(chunk({"content": _PIECE}))
+    parts.extend([text] * n)
+    parts.append(_event(chunk({}, "stop")))
+    parts.append(_event({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
+                         "model": "bench", "choices": [],
+                         "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}}))
+    parts.append(b"e\r\ndata: [DONE]\n\n\r\n")
+    parts.append(b"0\r\n\r\n")
+    return b"".join(parts)
+
+
+async def _serve() -> None:
+    cache: dict[int, bytes] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1]
+                length = 0
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value)
+                await reader.readexactly(length)
+                n = int(path.split("/")[2])  # /n/<N>/v1/chat/completions
+                body = cache.get(n) or cache.setdefault(n, render_stream(n))
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                             b"transfer-encoding: chunked\r\n\r\n")
+                writer.write(body)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    async with server:
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes stdin
+
+
+class ServerProcess:
+    def __enter__(self) -> str:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        port = int(self.proc.stdout.readline())
+        return f"http://127.0.0.1:{port}"
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(10)
+        self.proc.stdout.close()
+
+
+# -- the three clients --------------------------------------------------------------------------
+
+async def floor_turn(client: httpx.AsyncClient, base: str, n: int) -> str:
+    body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
+    pieces: list[str] = []
+    async with client.stream("POST", f"{base}/n/{n}/v1/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if not line.startswith("data: "):
+                continue
+            data = line[6:]
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            for choice in chunk["choices"]:
+                content = choice["delta"].get("content")
+                if content:
+                    pieces.append(content)
+    return "".join(pieces)
+
+
+class ChunkRecorder:
+    name = "bench_recorder"
+
+    def __init__(self) -> None:
+        self.types: list[str] = []
+
+    @hookimpl
+    def on_chunk(self, ctx: Any) -> None:
+        self.types.append(ctx.chunk.type)
+
+
+class ThinkVariant:
+    """One agent reused across runs; each run is a new session (so history stays empty)."""
+
+    def __init__(self, client: httpx.AsyncClient, base: str, n: int, tmp: str, plugins: bool) -> None:
+        from think_core import Think
+        from think_core.models.openai import OpenAIChatModel
+
+        self.n = n
+        self.runs = 0
+        self.recorder = ChunkRecorder() if plugins else None
+        model = OpenAIChatModel("bench", base_url=f"{base}/n/{n}/v1", api_key="x", client=client)
+        tag = "plugins" if plugins else "bare"
+        self.agent = Think(
+            model,
+            store=os.path.join(tmp, f"think-{tag}-{n}.db"),
+            load_entrypoints=plugins,
+            plugins=[self.recorder] if self.recorder else [],
+            settings={"analytics": {"path": os.path.join(tmp, f"analytics-{n}.db")}},
+        )
+        if plugins:
+            loaded = {i.name for i in self.agent.plugin_manager.plugin_infos if i.status == "loaded"}
+            expected = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "bench_recorder"}
+            assert loaded == expected, loaded
+
+    async def __call__(self) -> str:
+        self.runs += 1
+        if self.recorder:
+            self.recorder.types.clear()
+        result = await self.agent.session(f"run-{self.runs}").chat("go")
+        assert result.status == "completed", result.error
+        if self.recorder:
+            assert len(self.recorder.types) == self.n and self.recorder.types[0] == "text-delta"
+        return result.text
+
+    async def aclose(self) -> None:
+        analytics = self.agent.plugin_manager.get_plugin("analytics")
+        if analytics is not None:
+            await analytics.aclose()
+        await self.agent.aclose()
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+async def timed(fn: Callable[[], Awaitable[str]], repeat: int, expected: str) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        started = time.perf_counter()
+        text = await fn()
+        times.append(time.perf_counter() - started)
+        assert text == expected, (len(text), len(expected))
+    return times
+
+
+async def peak_alloc(fn: Callable[[], Awaitable[str]]) -> float:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        await fn()
+        return tracemalloc.get_traced_memory()[1] / 2**20
+    finally:
+        tracemalloc.stop()
+
+
+async def measure(base: str, sizes: list[int], repeat: int, memory: bool) -> list[list[object]]:
+    rows: list[list[object]] = []
+    limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
+    async with httpx.AsyncClient(timeout=60, limits=limits) as client:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in sizes:
+                expected = _PIECE * n
+                reps = repeat if n <= 10_000 else max(3, repeat // 2)
+                bare = ThinkVariant(client, base, n, tmp, plugins=False)
+                full = ThinkVariant(client, base, n, tmp, plugins=True)
+                variants: dict[str, Callable[[], Awaitable[str]]] = {
+                    "a floor": lambda: floor_turn(client, base, n),
+                    "b think": bare,
+                    "c think+4 plugins+on_chunk": full,
+                }
+                for fn in variants.values():  # warm-up: connection, imports, caches, SQLite pages
+                    await fn()
+                # Interleave the variants so drift (thermal, other load) hits them alike.
+                times: dict[str, list[float]] = {name: [] for name in variants}
+                for _ in range(reps):
+                    for name, fn in variants.items():
+                        times[name] += await timed(fn, 1, expected)
+                peaks = {name: (await peak_alloc(fn) if memory else float("nan")) for name, fn in variants.items()}
+                await bare.aclose()
+                await full.aclose()
+                floor = median(times["a floor"])
+                for name, ts in times.items():
+                    med = median(ts)
+                    rows.append([
+                        f"{n:,}", name, reps, min(ts) * 1000, med * 1000, med / n * 1e6,
+                        "1.00" if name == "a floor" else f"{med / floor:.2f}", peaks[name],
+                    ])
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
+    parser.add_argument("--repeat", type=int, default=7, help="timed runs per variant (halved for N > 10k)")
+    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(_serve())
+        return
+    os.environ.pop("THINK_PLUGINS", None)  # the bundled plugins come from entry points
+    os.environ.pop("THINK_DISABLE_PLUGINS", None)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    started = time.perf_counter()
+    with ServerProcess() as base:
+        rows = asyncio.run(measure(base, sizes, args.repeat, not args.no_memory))
+    print(f"stream_overhead — {machine()}")
+    print(table(["N chunks", "variant", "runs", "min ms", "median ms", "µs/chunk", "ratio vs a",
+                 "peak alloc MiB"], rows))
+    print(f"(ratio = median / median of a at the same N; total {time.perf_counter() - started:.1f} s)")
+
+
+if __name__ == "__main__":
+    main()

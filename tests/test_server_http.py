@@ -1,0 +1,387 @@
+"""``POST /api/chat`` and the JSON endpoints, against a real uvicorn server and httpx.
+
+The stream is checked event by event against the AI SDK UI message stream protocol: the
+response headers, ``data: <json>\\n\\n`` framing, the closing ``data: [DONE]``, the exact chunk
+sequence, and every chunk's fields against the protocol's strict chunk shapes (an unknown or
+missing field would make ``useChat`` reject the chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+import httpx
+import pytest
+
+from think_core import hookimpl, tool
+from think_core.agent import Think
+from think_core.models.scripted import ScriptedModel, Step, call
+from think_core.server import create_app
+from think_core.server.testing import running_server
+
+# type → (required fields, optional fields), besides "type" (AI SDK UIMessageChunk, strict).
+_TOOL_OPT = {"providerExecuted", "providerMetadata", "dynamic", "title"}
+CHUNK_SHAPES: dict[str, tuple[set[str], set[str]]] = {
+    "start": (set(), {"messageId", "messageMetadata"}),
+    "finish": (set(), {"finishReason", "messageMetadata"}),
+    "start-step": (set(), set()),
+    "finish-step": (set(), set()),
+    "abort": (set(), {"reason"}),
+    "error": ({"errorText"}, set()),
+    "message-metadata": ({"messageMetadata"}, set()),
+    "text-start": ({"id"}, {"providerMetadata"}),
+    "text-delta": ({"id", "delta"}, {"providerMetadata"}),
+    "text-end": ({"id"}, {"providerMetadata"}),
+    "reasoning-start": ({"id"}, {"providerMetadata"}),
+    "reasoning-delta": ({"id", "delta"}, {"providerMetadata"}),
+    "reasoning-end": ({"id"}, {"providerMetadata"}),
+    "tool-input-start": ({"toolCallId", "toolName"}, _TOOL_OPT),
+    "tool-input-delta": ({"toolCallId", "inputTextDelta"}, set()),
+    "tool-input-available": ({"toolCallId", "toolName", "input"}, _TOOL_OPT),
+    "tool-output-available": ({"toolCallId", "output"}, {"providerExecuted", "dynamic", "preliminary"}),
+    "tool-output-error": ({"toolCallId", "errorText"}, {"providerExecuted", "dynamic"}),
+    "tool-output-denied": ({"toolCallId"}, set()),
+    "tool-approval-request": ({"approvalId", "toolCallId"}, set()),
+}
+
+
+def check_chunk(chunk: dict[str, Any]) -> None:
+    kind = chunk.get("type")
+    assert isinstance(kind, str), chunk
+    if kind.startswith("data-"):
+        required, optional = {"data"}, {"id", "transient"}
+    else:
+        assert kind in CHUNK_SHAPES, f"not an AI SDK UI message chunk type: {kind!r}"
+        required, optional = CHUNK_SHAPES[kind]
+    fields = set(chunk) - {"type"}
+    assert required <= fields, f"{kind} lacks {required - fields}"
+    assert fields <= required | optional, f"{kind} has unknown fields {fields - required - optional}"
+
+
+@tool(read_only=True)
+def get_weather(city: str) -> dict:
+    """The weather in a city."""
+    return {"city": city, "sky": "sunny"}
+
+
+class BodyRecorder:
+    def __init__(self) -> None:
+        self.turns: list[tuple[str, Any, bool]] = []
+
+    @hookimpl
+    def before_turn(self, ctx: Any) -> None:
+        self.turns.append((ctx.trigger, ctx.body, ctx.continuation))
+
+
+def make_agent(model: ScriptedModel, **kwargs: Any) -> Think:
+    return Think(model, tools=[get_weather], store=":memory:", load_entrypoints=False, **kwargs)
+
+
+@asynccontextmanager
+async def api(agent: Think, **app_kwargs: Any) -> AsyncIterator[httpx.AsyncClient]:
+    async with running_server(create_app(agent, **app_kwargs)) as base:
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
+            yield http
+
+
+def user(text: str, id: str) -> dict[str, Any]:
+    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
+
+
+def transport_body(chat_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """What the AI SDK DefaultChatTransport posts: custom body fields, then id, messages,
+    trigger (``messageId`` is undefined for a submit, so JSON.stringify omits it)."""
+    return {**extra, "id": chat_id, "messages": messages, "trigger": "submit-message"}
+
+
+def parse_sse(raw: str) -> list[dict[str, Any]]:
+    """The chunks of an SSE body, checking the framing and the final ``[DONE]``."""
+    assert raw.endswith("\n\n"), repr(raw[-40:])
+    events = raw[:-2].split("\n\n")
+    assert all(e.startswith("data: ") and "\n" not in e for e in events), events
+    assert events[-1] == "data: [DONE]"
+    assert events.count("data: [DONE]") == 1
+    chunks = [json.loads(e[len("data: "):]) for e in events[:-1]]
+    for chunk in chunks:
+        check_chunk(chunk)
+    return chunks
+
+
+async def post_chat(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[httpx.Response, list[dict[str, Any]]]:
+    response = await http.post("/api/chat", json=body)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+    assert response.headers["cache-control"] == "no-cache"
+    return response, parse_sse(response.text)
+
+
+def text_of(chunks: list[dict[str, Any]]) -> str:
+    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+
+
+# -- the stream -----------------------------------------------------------------------------------
+
+
+async def test_chat_answers_with_the_ui_message_stream_chunk_by_chunk() -> None:
+    model = ScriptedModel(
+        [
+            Step(text="Checking now.", tool_calls=[call("get_weather", {"city": "Paris"}, id="call_w")]),
+            Step(text="Sunny in Paris."),
+        ]
+    )
+    recorder = BodyRecorder()
+    agent = make_agent(model, plugins=[recorder])
+    async with api(agent) as http:
+        _, chunks = await post_chat(http, transport_body("chat1", [user("Weather?", "u1")], tenant="acme"))
+        history = (await http.get("/api/sessions/chat1/messages")).json()
+
+    message_id = chunks[0]["messageId"]
+    assert chunks == [
+        {"type": "start", "messageId": message_id},
+        {"type": "start-step"},
+        {"type": "text-start", "id": "t1"},
+        {"type": "text-delta", "id": "t1", "delta": "Checking "},
+        {"type": "text-delta", "id": "t1", "delta": "now."},
+        {"type": "text-end", "id": "t1"},
+        {"type": "tool-input-start", "toolCallId": "call_w", "toolName": "get_weather"},
+        {"type": "tool-input-delta", "toolCallId": "call_w", "inputTextDelta": '{"city": "Paris"}'},
+        {"type": "tool-input-available", "toolCallId": "call_w", "toolName": "get_weather", "input": {"city": "Paris"}},
+        {"type": "tool-output-available", "toolCallId": "call_w", "output": {"city": "Paris", "sky": "sunny"}},
+        {"type": "finish-step"},
+        {"type": "start-step"},
+        {"type": "text-start", "id": "t2"},
+        {"type": "text-delta", "id": "t2", "delta": "Sunny "},
+        {"type": "text-delta", "id": "t2", "delta": "in "},
+        {"type": "text-delta", "id": "t2", "delta": "Paris."},
+        {"type": "text-end", "id": "t2"},
+        {"type": "finish-step"},
+        {"type": "finish"},
+    ]
+    # The request's id is the session; extra fields are the turn's body.
+    assert recorder.turns == [("http", {"tenant": "acme"}, False)]
+    assert history["id"] == "chat1"
+    assert [(m["id"], m["role"]) for m in history["messages"]] == [("u1", "user"), (message_id, "assistant")]
+
+
+async def test_only_new_messages_are_appended_when_the_client_resends_the_transcript() -> None:
+    agent = make_agent(ScriptedModel([Step(text="One."), Step(text="Two.")]))
+    async with api(agent) as http:
+        _, first = await post_chat(http, transport_body("c", [user("first", "u1")]))
+        reply = {"id": first[0]["messageId"], "role": "assistant", "parts": [{"type": "text", "text": "One."}]}
+        _, second = await post_chat(http, transport_body("c", [user("first", "u1"), reply, user("second", "u2")]))
+        history = (await http.get("/api/sessions/c/messages")).json()["messages"]
+    assert text_of(second) == "Two."
+    assert [m["id"] for m in history] == ["u1", first[0]["messageId"], "u2", second[0]["messageId"]]
+
+
+async def test_a_failing_model_ends_the_stream_with_an_error_chunk_and_done() -> None:
+    agent = make_agent(ScriptedModel([Step(error=RuntimeError("the model fell over"))]))
+    async with api(agent) as http:
+        _, chunks = await post_chat(http, transport_body("c", [user("hi", "u1")]))
+    assert chunks[0]["type"] == "start"
+    assert chunks[-1] == {"type": "error", "errorText": "the model fell over"}
+
+
+async def test_client_tool_result_resent_in_the_transcript_runs_the_continuation() -> None:
+    model = ScriptedModel([Step(tool_calls=[call("get_location", {}, id="call_loc")]), Step(text="You are in Rome.")])
+    recorder = BodyRecorder()
+    agent = make_agent(model, plugins=[recorder])
+    client_tools = [{"name": "get_location", "description": "The user's city.", "parameters": {"type": "object", "properties": {}}}]
+    async with api(agent) as http:
+        _, first = await post_chat(http, transport_body("c", [user("where?", "u1")], clientTools=client_tools))
+        assert first[-3:] == [
+            {"type": "tool-input-available", "toolCallId": "call_loc", "toolName": "get_location", "input": {}},
+            {"type": "finish-step"},
+            {"type": "finish"},
+        ]
+        # useChat's addToolResult settles the part locally, then resubmits the transcript.
+        assistant = {
+            "id": first[0]["messageId"],
+            "role": "assistant",
+            "parts": [
+                {"type": "step-start"},
+                {"type": "tool-get_location", "toolCallId": "call_loc", "state": "output-available", "input": {}, "output": {"city": "Rome"}},
+            ],
+        }
+        _, cont = await post_chat(http, transport_body("c", [user("where?", "u1"), assistant], clientTools=client_tools))
+    assert text_of(cont) == "You are in Rome."
+    assert [(t[0], t[2]) for t in recorder.turns] == [("http", False), ("auto_continue", True)]
+    tool_messages = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert [(m.tool_call_id, m.output) for m in tool_messages] == [("call_loc", {"city": "Rome"})]
+
+
+async def test_regenerate_replaces_the_last_assistant_message() -> None:
+    agent = make_agent(ScriptedModel([Step(text="Draft."), Step(text="Better.")]))
+    async with api(agent) as http:
+        _, first = await post_chat(http, transport_body("c", [user("q", "u1")]))
+        body = {"id": "c", "messages": [user("q", "u1")], "trigger": "regenerate-message", "messageId": first[0]["messageId"]}
+        _, second = await post_chat(http, body)
+        history = (await http.get("/api/sessions/c/messages")).json()["messages"]
+    assert text_of(second) == "Better."
+    assert [m["id"] for m in history] == ["u1", second[0]["messageId"]]
+
+
+async def test_client_disconnect_aborts_the_turn_and_keeps_the_partial_reply() -> None:
+    long_text = " ".join(f"w{i}" for i in range(500))
+    agent = make_agent(ScriptedModel([Step(text=long_text)], delay=0.02))
+    async with api(agent) as http:
+        async with http.stream("POST", "/api/chat", json=transport_body("c", [user("go", "u1")])) as response:
+            deltas = 0
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and '"text-delta"' in line:
+                    deltas += 1
+                    if deltas == 3:
+                        break
+        session = agent.session("c")
+        for _ in range(200):
+            messages = await session.messages()
+            if len(messages) == 2 and not session.active_request_ids:
+                break
+            await asyncio.sleep(0.02)
+    assert len(messages) == 2
+    partial = messages[1].text
+    assert partial and long_text.startswith(partial) and len(partial) < len(long_text)
+
+
+# -- request errors ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "status", "kind"),
+    [
+        (b"{not json", 400, "invalid_json"),
+        (b"[1, 2]", 400, "invalid_request"),
+        (json.dumps({"messages": []}).encode(), 400, "invalid_request"),
+        (json.dumps({"id": "c", "messages": "hi"}).encode(), 400, "invalid_request"),
+        (json.dumps({"id": "c", "messages": [], "trigger": "nope"}).encode(), 400, "invalid_request"),
+        (json.dumps({"id": "c", "messages": [{"role": "robot", "parts": []}]}).encode(), 400, "invalid_request"),
+    ],
+)
+async def test_bad_chat_requests_get_json_errors(content: bytes, status: int, kind: str) -> None:
+    agent = make_agent(ScriptedModel([]))
+    async with api(agent) as http:
+        response = await http.post("/api/chat", content=content, headers={"content-type": "application/json"})
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["type"] == kind and isinstance(error["message"], str) and error["message"]
+
+
+async def test_oversized_bodies_get_413_with_or_without_content_length() -> None:
+    agent = make_agent(ScriptedModel([]))
+    big = json.dumps(transport_body("c", [user("x" * 5000, "u1")])).encode()
+
+    async def chunked() -> AsyncIterator[bytes]:
+        for i in range(0, len(big), 1000):
+            yield big[i:i + 1000]
+
+    async with api(agent, max_body_bytes=2000) as http:
+        declared = await http.post("/api/chat", content=big, headers={"content-type": "application/json"})
+        streamed = await http.post("/api/chat", content=chunked(), headers={"content-type": "application/json"})
+    for response in (declared, streamed):
+        assert response.status_code == 413
+        assert response.json()["error"]["type"] == "payload_too_large"
+    assert "content-length" not in streamed.request.headers
+    assert await agent.session("c").messages() == []
+
+
+async def test_unknown_routes_and_methods_are_json_errors() -> None:
+    agent = make_agent(ScriptedModel([]))
+    async with api(agent) as http:
+        missing = await http.get("/api/nothing-here")
+        wrong_method = await http.get("/api/chat")
+    assert missing.status_code == 404 and missing.json()["error"]["type"] == "not_found"
+    assert wrong_method.status_code == 405 and wrong_method.json()["error"]["type"] == "method_not_allowed"
+
+
+# -- auth and the other endpoints -----------------------------------------------------------------------
+
+
+async def test_bearer_token_guards_the_api_but_not_healthz() -> None:
+    agent = make_agent(ScriptedModel([Step(text="Authorized.")]))
+    async with api(agent, api_token="s3cret") as http:
+        health = await http.get("/healthz")
+        anonymous = await http.post("/api/chat", json=transport_body("c", [user("hi", "u1")]))
+        wrong = await http.get("/api/sessions/c/messages", headers={"Authorization": "Bearer nope"})
+        query_only = await http.get("/api/sessions/c/messages?token=s3cret")
+        response = await http.post(
+            "/api/chat", json=transport_body("c", [user("hi", "u1")]), headers={"Authorization": "Bearer s3cret"}
+        )
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+    for refused in (anonymous, wrong, query_only):
+        assert refused.status_code == 401 and refused.json()["error"]["type"] == "unauthorized"
+    assert response.status_code == 200
+    assert text_of(parse_sse(response.text)) == "Authorized."
+
+
+async def test_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("THINK_API_TOKEN", "from-env")
+    agent = make_agent(ScriptedModel([]))
+    async with api(agent) as http:
+        refused = await http.get("/api/sessions/c/messages")
+        allowed = await http.get("/api/sessions/c/messages", headers={"Authorization": "Bearer from-env"})
+    assert refused.status_code == 401 and allowed.status_code == 200
+
+
+async def test_submissions_endpoint_lists_durable_submissions() -> None:
+    agent = make_agent(ScriptedModel([Step(text="Done durably.")]))
+    async with api(agent) as http:
+        session = agent.session("c")
+        accepted = await session.submit_messages([user("later", "u1")], idempotency_key="k1")
+        await session.wait_for_submission(accepted.submission_id, timeout=10)
+        listed = (await http.get("/api/sessions/c/submissions")).json()
+        filtered = (await http.get("/api/sessions/c/submissions?status=pending")).json()
+        bad_limit = await http.get("/api/sessions/c/submissions?limit=zero")
+        await session.aclose()
+    assert listed["id"] == "c"
+    [row] = listed["submissions"]
+    assert row["idempotency_key"] == "k1" and row["status"] == "completed"
+    assert row["submission_id"] == accepted.submission_id
+    assert filtered["submissions"] == []
+    assert bad_limit.status_code == 400 and bad_limit.json()["error"]["type"] == "invalid_request"
+
+
+async def test_invalid_session_id_is_rejected() -> None:
+    agent = make_agent(ScriptedModel([]))
+    async with api(agent) as http:
+        response = await http.post("/api/chat", json=transport_body("x" * 300, [user("hi", "u1")]))
+    assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_request"
+
+
+# -- think serve ---------------------------------------------------------------------------------------------
+
+
+async def test_think_serve_runs_the_app_and_stops_cleanly_on_sigint(tmp_path: Any) -> None:
+    import signal
+    import sys
+
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--db", str(tmp_path / "chats.db"), "--port", "0",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 20)).decode()
+        assert line.startswith("think: serving on http://127.0.0.1:"), line
+        base = line.split()[3]
+        async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
+            for _ in range(100):  # the socket is bound before the app finishes starting
+                try:
+                    if (await http.get("/healthz")).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                await asyncio.sleep(0.05)
+            page = await http.get("/")
+            _, chunks = await post_chat(http, transport_body("cli", [user("weather in oslo", "u1")]))
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 20)
+    assert page.status_code == 200 and "<title>think" in page.text
+    assert "Oslo: -3°C and snowing" in text_of(chunks)
+    assert proc.returncode == 0, err.decode()
+    assert (tmp_path / "chats.db").exists()

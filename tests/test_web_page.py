@@ -1,0 +1,124 @@
+"""The built-in chat page in headless Chromium (python playwright, the system's ``chromium``).
+
+The page must stream the reply (its text grows while the turn runs), show each tool call with
+its hook decision (allowed / blocked), and the turn's hook timeline. A screenshot is saved to
+``test-artifacts/web-chat.png`` for a human to look at.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from think_core import block, hookimpl, tool
+from think_core.agent import Think
+from think_core.models.scripted import ScriptedModel, Step, call
+from think_core.server import create_app
+from think_core.server.testing import running_server
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+FINAL_TEXT = "It is sunny in Paris, 21 °C. I did not delete anything: that tool is blocked here."
+
+
+@tool(read_only=True)
+def get_weather(city: str) -> dict:
+    """The weather in a city."""
+    return {"city": city, "sky": "sunny", "celsius": 21}
+
+
+@tool(destructive=True)
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    raise AssertionError("blocked tools never run")
+
+
+class DeleteGuard:
+    @hookimpl
+    def before_tool_call(self, ctx: Any) -> Any:
+        return block("delete_file is blocked on this server") if ctx.tool_name == "delete_file" else None
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)")
+async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() -> None:
+    from playwright.async_api import async_playwright
+
+    model = ScriptedModel(
+        [
+            Step(
+                text="Let me check the weather for you.",
+                tool_calls=[call("get_weather", {"city": "Paris"}, id="call_weather"), call("delete_file", {"path": "/tmp/notes.txt"}, id="call_delete")],
+            ),
+            Step(text=FINAL_TEXT),
+        ],
+        delay=0.04,
+    )
+    agent = Think(model, tools=[get_weather, delete_file], plugins=[DeleteGuard()], store=":memory:", load_entrypoints=False)
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    async with running_server(create_app(agent)) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 800})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            await page.goto(f"{base}/?session=web1")
+            await page.wait_for_selector("#status.connected", timeout=10_000)
+            # Record every length the reply's text takes, to prove it arrives in pieces.
+            await page.evaluate(
+                """() => {
+                    window.__lengths = [];
+                    new MutationObserver(() => {
+                        const texts = [...document.querySelectorAll('.msg[data-role="assistant"] .text')];
+                        window.__lengths.push(texts.map((t) => t.textContent).join('').length);
+                    }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
+                }"""
+            )
+            await page.fill("#input", "What's the weather in Paris? Also delete my notes.")
+            await page.click("#send")
+
+            await page.wait_for_selector('.msg[data-role="user"]', timeout=5_000)
+            await page.wait_for_function(
+                "text => document.querySelector('#messages').innerText.includes(text)", arg=FINAL_TEXT, timeout=15_000
+            )
+            await page.wait_for_selector('.turn .status-completed', timeout=10_000)
+            await page.wait_for_timeout(150)  # let the last frame render before the screenshot
+
+            weather = page.locator('.tool[data-tool="get_weather"]')
+            deleter = page.locator('.tool[data-tool="delete_file"]')
+            assert await weather.get_attribute("data-state") == "output-available"
+            assert (await weather.locator(".decision").inner_text()) == "allowed"
+            assert '"sky": "sunny"' in await weather.locator(".output").inner_text()
+            assert (await deleter.locator(".decision").inner_text()) == "blocked"
+            assert "delete_file is blocked on this server" in await deleter.locator(".output").inner_text()
+
+            hooks = await page.eval_on_selector_all(".timeline-event", "els => els.map(e => e.dataset.hook)")
+            assert hooks[0] == "before_turn" and hooks[-1] == "on_chat_response"
+            assert hooks.count("before_tool_call") == 2 and hooks.count("after_tool_call") == 2
+            assert hooks.count("before_step") == 2
+
+            lengths = await page.evaluate("window.__lengths")
+            total = len("Let me check the weather for you.") + len(FINAL_TEXT)
+            partial = sorted({n for n in lengths if 0 < n < total})
+            assert len(partial) >= 5, f"the reply did not stream: lengths seen {sorted(set(lengths))}"
+            assert errors == []
+            await page.screenshot(path=str(ARTIFACTS / "web-chat.png"), full_page=True)
+        finally:
+            await browser.close()
+    assert (ARTIFACTS / "web-chat.png").stat().st_size > 10_000
+    stored = await agent.session("web1").messages()
+    assert [m.role for m in stored] == ["user", "assistant"]

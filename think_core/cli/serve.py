@@ -1,0 +1,130 @@
+"""Serve an agent over WebSocket and HTTP, with the built-in chat page at /.
+
+Examples:
+  think serve --model openai:gpt-4o-mini --db chats.db
+  think serve --model demo --port 8000        (offline: the demo's scripted model and tools)
+
+Routes: / (chat page), /agents/think/<session> (WebSocket, cf_agent_* protocol),
+POST /api/chat (AI SDK UI message stream), /api/sessions/<id>/messages, /healthz.
+Set THINK_API_TOKEN (or --token) to require a bearer token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from typing import Any, Iterator
+
+from ..agent import Think
+from ..errors import ConfigurationError
+from .common import add_agent_arguments, build_agent
+
+#: ``--model demo``: the offline scripted model of ``think demo``, with its tools.
+DEMO_MODEL = "demo"
+
+
+def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugins",
+        default=None,
+        metavar="A,B",
+        help="load only these entry-point plugins (sets THINK_PLUGINS for this process)",
+    )
+
+
+def agent_from_args(args: argparse.Namespace) -> Think:
+    """The agent described by the shared agent options; ``--model demo`` needs no network."""
+    if getattr(args, "plugins", None) is not None:
+        if args.no_plugins:
+            raise ConfigurationError("--plugins and --no-plugins contradict each other")
+        os.environ["THINK_PLUGINS"] = args.plugins
+    if args.model == DEMO_MODEL:
+        from ..models.scripted import ScriptedModel
+        from .demo import demo_step, get_weather, save_note
+
+        kwargs: dict[str, Any] = {
+            "store": args.db,
+            "load_entrypoints": not args.no_plugins,
+            "max_steps": args.max_steps,
+            "tools": [get_weather, save_note],
+        }
+        if args.system:
+            kwargs["system"] = args.system
+        return Think(ScriptedModel([demo_step], repeat=True), **kwargs)
+    return build_agent(args)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_agent_arguments(parser)
+    add_plugin_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free port)")
+    parser.add_argument("--token", default=None, help="bearer token required by the API (default: $THINK_API_TOKEN)")
+    parser.add_argument("--max-body-bytes", type=int, default=None, help="largest request body / WebSocket frame")
+    parser.add_argument("--no-timeline", action="store_true", help="do not send hook timeline frames to WebSocket clients")
+
+
+async def run(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from ..server import DEFAULT_MAX_BODY_BYTES, create_app
+    except ImportError as exc:
+        print(f"think serve: the server extra is not installed ({exc.name}); pip install 'think[server]'", file=sys.stderr)
+        return 2
+    try:
+        agent = agent_from_args(args)
+    except ConfigurationError as exc:
+        print(f"think: {exc}", file=sys.stderr)
+        return 2
+    try:
+        app = create_app(
+            agent,
+            api_token=args.token,
+            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+            timeline=not args.no_timeline,
+        )
+        config = uvicorn.Config(
+            app, host=args.host, port=args.port, ws="websockets-sansio", lifespan="on", log_level="info",
+            timeout_graceful_shutdown=5,
+        )
+        # Bind first, so the announced URL has the real port (also for --port 0).
+        sock = config.bind_socket()
+        host, port = sock.getsockname()[:2]
+        print(f"think: serving on http://{host}:{port}  (chat page at /)", flush=True)
+        await _server_class(uvicorn)(config).serve(sockets=[sock])
+    finally:
+        await agent.aclose()
+    return 0
+
+
+
+def _server_class(uvicorn: Any) -> type:
+    """uvicorn's server, handling Ctrl-C / SIGTERM as a plain graceful stop.
+
+    uvicorn re-raises the signal it caught once it has shut down, which turns Ctrl-C into a
+    ``KeyboardInterrupt`` traceback from ``asyncio.run`` and cuts short closing the agent.
+    """
+
+    class Server(uvicorn.Server):  # type: ignore[misc, name-defined]
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            loop = asyncio.get_running_loop()
+            handled = []
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, self.handle_exit, sig, None)
+                    handled.append(sig)
+                except (NotImplementedError, RuntimeError):  # e.g. Windows: keep the default
+                    pass
+            try:
+                yield
+            finally:
+                for sig in handled:
+                    loop.remove_signal_handler(sig)
+
+    return Server
