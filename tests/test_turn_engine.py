@@ -515,3 +515,31 @@ async def test_agent_aclose_closes_plugins_and_a_failing_close_is_isolated(caplo
     await agent.aclose()
     assert closed == ["holder"]
     assert "broken_close" in caplog.text
+
+
+async def test_a_blocking_sync_tool_does_not_stall_other_sessions():
+    import threading
+
+    release = threading.Event()
+
+    @tool
+    def wait_for_release() -> str:
+        """Blocks its thread until released, like slow file or network I/O."""
+        if not release.wait(5):
+            return "never released"
+        return "released"
+
+    def steps(request):
+        if request.messages[-1].role == "tool":
+            return f"tool said {request.messages[-1].output}"
+        text = request.messages[-1].content
+        return Step(tool_calls=[call("wait_for_release")]) if text == "block" else "quick answer"
+
+    agent = Think(ScriptedModel([steps], repeat=True), tools=[wait_for_release], load_entrypoints=False)
+    blocked = asyncio.create_task(agent.session("a").chat("block"))
+    await asyncio.sleep(0.05)
+    # Had the tool run on the event loop, this turn could not finish until the tool returned.
+    quick = await asyncio.wait_for(agent.session("b").chat("hello"), 2)
+    assert quick.text == "quick answer" and not blocked.done()
+    release.set()
+    assert (await blocked).text == "tool said released"

@@ -8,6 +8,7 @@ persists, releases the lock and fires ``on_chat_response``.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from contextlib import aclosing
 import logging
@@ -468,8 +469,10 @@ class Turn:
             return last
         if tool.is_async:
             return await function(**run_input)
-        result = function(**run_input)
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        # A plain function may block (file or network I/O): run it in a worker thread so the
+        # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
+        result = await asyncio.to_thread(function, **run_input)
+        if inspect.isawaitable(result):
             return await result
         return result
 
