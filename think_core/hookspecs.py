@@ -149,7 +149,8 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
         ``duration_ms`` and ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``).
     :returns: ignored.
 
-    Broadcast. Failures are logged with the plugin's name and isolated.
+    Broadcast. If an implementation raises, the error is logged with the plugin's name and
+    the other implementations and the turn carry on.
     """
 
 
@@ -164,7 +165,8 @@ def on_step_finish(ctx: StepResult) -> None:
         tokens), ``model_id``, ``response_id``, ``warnings``, ``provider_metadata``.
     :returns: ignored.
 
-    Broadcast. Failures are logged with the plugin's name and isolated.
+    Broadcast. If an implementation raises, the error is logged with the plugin's name and
+    the other implementations and the turn carry on.
     """
 
 
@@ -180,7 +182,8 @@ def on_chat_response(result: ChatResponseResult) -> None:
         ``output`` (parsed structured output, when asked for), ``usage`` (turn total).
     :returns: ignored.
 
-    Broadcast. Failures are logged with the plugin's name and isolated.
+    Broadcast. If an implementation raises, the error is logged with the plugin's name and
+    the other implementations and the turn carry on.
     """
 
 
