@@ -11,9 +11,12 @@ HTTP chunk, as real providers flush them. Three clients read the same bytes:
   c  think+4  as b, with the four bundled entry-point plugins loaded (analytics writing to a
               temp SQLite file) and a recording on_chunk plugin (appends chunk.type)
 
-Each variant runs several times (fresh session each run); the table shows min and median
-wall time, µs per chunk, the ratios b/a and c/a (medians; from the same run), and the peak
-of Python allocations during one extra run of each variant (tracemalloc, untimed).
+Each variant runs several times, interleaved (fresh session each run); the table shows min and
+median wall time, median CPU time of this (client) process — steadier than wall time when
+other processes share the machine — µs per chunk, the ratios b/a and c/a of the medians (wall
+and CPU; all from the same run), and the peak
+of Python allocations during one extra, untimed run of each variant (tracemalloc; by default
+only for N <= 10k, because tracing makes a run ~7x slower: ``--memory-max 100000`` for all).
 
     python bench/stream_overhead.py                  # N = 1k, 10k, 100k
     python bench/stream_overhead.py --sizes 1000,10000 --repeat 9
@@ -34,7 +37,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from _common import machine, median, table
+from _common import machine, median, peak_rss_mib, table
 
 import httpx
 
@@ -187,15 +190,14 @@ class ThinkVariant:
 
 # -- measuring ----------------------------------------------------------------------------------
 
-async def timed(fn: Callable[[], Awaitable[str]], repeat: int, expected: str) -> list[float]:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        started = time.perf_counter()
-        text = await fn()
-        times.append(time.perf_counter() - started)
-        assert text == expected, (len(text), len(expected))
-    return times
+async def timed(fn: Callable[[], Awaitable[str]], expected: str) -> tuple[float, float]:
+    """One run: (wall seconds, CPU seconds of this process)."""
+    gc.collect()
+    wall, cpu = time.perf_counter(), time.process_time()
+    text = await fn()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    assert text == expected, (len(text), len(expected))
+    return wall, cpu
 
 
 async def peak_alloc(fn: Callable[[], Awaitable[str]]) -> float:
@@ -208,14 +210,14 @@ async def peak_alloc(fn: Callable[[], Awaitable[str]]) -> float:
         tracemalloc.stop()
 
 
-async def measure(base: str, sizes: list[int], repeat: int, memory: bool) -> list[list[object]]:
+async def measure(base: str, sizes: list[int], repeat: int, memory_max: int) -> list[list[object]]:
     rows: list[list[object]] = []
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         with tempfile.TemporaryDirectory() as tmp:
             for n in sizes:
                 expected = _PIECE * n
-                reps = repeat if n <= 10_000 else max(3, repeat // 2)
+                reps = repeat if n <= 10_000 else min(repeat, 3)
                 bare = ThinkVariant(client, base, n, tmp, plugins=False)
                 full = ThinkVariant(client, base, n, tmp, plugins=True)
                 variants: dict[str, Callable[[], Awaitable[str]]] = {
@@ -226,19 +228,22 @@ async def measure(base: str, sizes: list[int], repeat: int, memory: bool) -> lis
                 for fn in variants.values():  # warm-up: connection, imports, caches, SQLite pages
                     await fn()
                 # Interleave the variants so drift (thermal, other load) hits them alike.
-                times: dict[str, list[float]] = {name: [] for name in variants}
+                runs: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
                 for _ in range(reps):
                     for name, fn in variants.items():
-                        times[name] += await timed(fn, 1, expected)
-                peaks = {name: (await peak_alloc(fn) if memory else float("nan")) for name, fn in variants.items()}
+                        runs[name].append(await timed(fn, expected))
+                traced = n <= memory_max
+                peaks = {name: (await peak_alloc(fn) if traced else "-") for name, fn in variants.items()}
                 await bare.aclose()
                 await full.aclose()
-                floor = median(times["a floor"])
-                for name, ts in times.items():
-                    med = median(ts)
+                floor_wall = median([w for w, _ in runs["a floor"]])
+                floor_cpu = median([c for _, c in runs["a floor"]])
+                for name, pairs in runs.items():
+                    wall, cpu = [w for w, _ in pairs], [c for _, c in pairs]
                     rows.append([
-                        f"{n:,}", name, reps, min(ts) * 1000, med * 1000, med / n * 1e6,
-                        "1.00" if name == "a floor" else f"{med / floor:.2f}", peaks[name],
+                        f"{n:,}", name, reps, min(wall) * 1000, median(wall) * 1000, median(cpu) * 1000,
+                        median(wall) / n * 1e6, f"{median(wall) / floor_wall:.2f}",
+                        f"{median(cpu) / floor_cpu:.2f}", peaks[name],
                     ])
     return rows
 
@@ -246,8 +251,9 @@ async def measure(base: str, sizes: list[int], repeat: int, memory: bool) -> lis
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
-    parser.add_argument("--repeat", type=int, default=7, help="timed runs per variant (halved for N > 10k)")
-    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc run")
+    parser.add_argument("--repeat", type=int, default=9, help="timed runs per variant (3 for N > 10k)")
+    parser.add_argument("--memory-max", type=int, default=10_000,
+                        help="trace allocations only for N up to this (tracemalloc makes a run ~7x slower)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -258,11 +264,13 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     started = time.perf_counter()
     with ServerProcess() as base:
-        rows = asyncio.run(measure(base, sizes, args.repeat, not args.no_memory))
+        rows = asyncio.run(measure(base, sizes, args.repeat, args.memory_max))
     print(f"stream_overhead — {machine()}")
-    print(table(["N chunks", "variant", "runs", "min ms", "median ms", "µs/chunk", "ratio vs a",
-                 "peak alloc MiB"], rows))
-    print(f"(ratio = median / median of a at the same N; total {time.perf_counter() - started:.1f} s)")
+    print(table(["N chunks", "variant", "runs", "wall min ms", "wall median ms", "CPU median ms",
+                 "µs/chunk", "ratio/a wall", "ratio/a CPU", "peak alloc MiB"], rows))
+    print(f"(µs/chunk from the wall median; ratios = median / median of a at the same N, same run; "
+          f"CPU = process time of the client process; peak RSS of this process "
+          f"{peak_rss_mib():.0f} MiB; total {time.perf_counter() - started:.1f} s)")
 
 
 if __name__ == "__main__":

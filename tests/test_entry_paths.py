@@ -304,3 +304,14 @@ async def test_a_submission_survives_sigkill_mid_turn(tmp_path):
     assert len(model.requests) == 1  # the resubmit did not run a second turn
     await session.aclose()
     agent.close()
+
+
+async def test_clear_waits_for_cancelled_turns_so_nothing_reappears():
+    model = ScriptedModel([Step(text=" ".join(["word"] * 100))], delay=0.01)
+    agent = Think(model, load_entrypoints=False)
+    session = agent.session("s")
+    running = asyncio.create_task(session.chat("talk"))
+    await asyncio.sleep(0.05)
+    await session.clear()
+    assert (await running).status == "aborted"
+    assert await session.messages() == []

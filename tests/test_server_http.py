@@ -385,3 +385,38 @@ async def test_think_serve_runs_the_app_and_stops_cleanly_on_sigint(tmp_path: An
     assert "Oslo: -3°C and snowing" in text_of(chunks)
     assert proc.returncode == 0, err.decode()
     assert (tmp_path / "chats.db").exists()
+
+
+async def test_websocket_clients_of_the_session_see_http_turns() -> None:
+    from websockets.asyncio.client import connect
+
+    agent = make_agent(ScriptedModel([Step(text="Seen by the page too.")]))
+    async with running_server(create_app(agent)) as base:
+        async with connect(base.replace("http://", "ws://") + "/agents/think/c") as ws:
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "cf_agent_chat_messages"
+            async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
+                _, chunks = await post_chat(http, transport_body("c", [user("hi", "u1")]))
+            mirrored: list[dict[str, Any]] = []
+            while True:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                if frame["type"] == "cf_agent_chat_messages":
+                    break
+                if frame["type"] == "cf_agent_use_chat_response" and not frame["done"]:
+                    mirrored.append(json.loads(frame["body"]))
+    assert mirrored == chunks
+    assert [m["id"] for m in frame["messages"]] == ["u1", chunks[0]["messageId"]]
+
+
+class BrokenSetup:
+    @hookimpl
+    def configure_session(self, session: Any) -> None:
+        raise RuntimeError("no database for this tenant")
+
+
+async def test_a_session_that_cannot_open_is_a_500_json_error() -> None:
+    agent = make_agent(ScriptedModel([]), plugins=[BrokenSetup()])
+    async with api(agent) as http:
+        response = await http.post("/api/chat", json=transport_body("c", [user("hi", "u1")]))
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["type"] == "internal_error" and "no database for this tenant" in error["message"]

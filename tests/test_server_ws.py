@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Callable
 
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
@@ -203,7 +203,7 @@ async def test_tool_calling_turn_streams_chunks_then_done_then_snapshot() -> Non
         "type": "tool-output-available", "toolCallId": "call_w", "output": {"city": "Paris", "sky": "sunny", "celsius": 21}
     }
     # The snapshot is the persisted transcript: the user's message (client id kept) and the reply.
-    assert [m["id"] for m in messages][0] == "u1"
+    assert messages[0]["id"] == "u1"
     assert messages[1]["id"] == chunks[0]["messageId"]
     tool_part = next(p for p in messages[1]["parts"] if p["type"] == "tool-get_weather")
     assert tool_part["state"] == "output-available" and tool_part["output"]["sky"] == "sunny"
@@ -526,3 +526,22 @@ async def test_resume_request_is_answered_with_resume_none() -> None:
         await c.send({"type": "cf_agent_stream_resume_request", "probeId": "p1"})
         reply = await c.recv()
     assert reply == {"type": "cf_agent_stream_resume_none", "reason": "idle", "probeId": "p1"}
+
+
+class BrokenSetup:
+    @hookimpl
+    def configure_session(self, session: Any) -> None:
+        raise RuntimeError("tenant store unavailable")
+
+
+async def test_a_session_that_cannot_open_gets_an_error_frame_and_a_close() -> None:
+    from websockets.exceptions import ConnectionClosed
+
+    agent = make_agent(ScriptedModel([]), plugins=[BrokenSetup()])
+    async with serve(agent) as base, client(base) as c:
+        error = await c.recv()
+        with pytest.raises(ConnectionClosed) as closed:
+            await c.recv()
+    assert error["type"] == "cf_agent_error" and error["error"]["type"] == "internal_error"
+    assert "tenant store unavailable" in error["error"]["message"]
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011

@@ -122,3 +122,52 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
     assert (ARTIFACTS / "web-chat.png").stat().st_size > 10_000
     stored = await agent.session("web1").messages()
     assert [m.role for m in stored] == ["user", "assistant"]
+
+
+@tool(needs_approval=True)
+def send_email(to: str) -> str:
+    """Send an email (a human approves it first)."""
+    return f"sent to {to}"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)")
+async def test_page_runs_its_client_tool_and_asks_for_approvals() -> None:
+    from playwright.async_api import async_playwright
+
+    model = ScriptedModel(
+        [
+            Step(text="Checking your clock.", tool_calls=[call("get_browser_time", {}, id="call_time")]),
+            Step(text="Got your time. Now the email.", tool_calls=[call("send_email", {"to": "ada@example.com"}, id="call_mail")]),
+            Step(text="All done."),
+        ]
+    )
+    agent = Think(model, tools=[send_email], store=":memory:", load_entrypoints=False)
+    async with running_server(create_app(agent)) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 800})
+            await page.goto(f"{base}/?session=web2")
+            await page.wait_for_selector("#status.connected", timeout=10_000)
+            await page.fill("#input", "What time is it here? Then email Ada.")
+            await page.press("#input", "Enter")
+            # The browser answers its own tool; the continuation then asks for an approval.
+            approve = page.locator('.tool[data-tool="send_email"] button[data-approve="yes"]')
+            await approve.wait_for(timeout=15_000)
+            await approve.click()
+            await page.wait_for_function(
+                "() => document.querySelector('#messages').innerText.includes('All done.')", timeout=15_000
+            )
+            mail = page.locator('.tool[data-tool="send_email"]')
+            await page.wait_for_function(
+                """() => document.querySelector('.tool[data-tool="send_email"]').dataset.state === 'output-available'""",
+                timeout=5_000,
+            )
+            assert "sent to ada@example.com" in await mail.locator(".output").inner_text()
+        finally:
+            await browser.close()
+    # The model received the browser's answer: an ISO timestamp and a time zone.
+    [time_result] = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert time_result.tool_call_id == "call_time"
+    assert set(time_result.output) == {"iso", "timeZone"} and time_result.output["iso"].endswith("Z")
+    stored = await agent.session("web2").messages()
+    assert [m.role for m in stored] == ["user", "assistant", "assistant", "assistant"]

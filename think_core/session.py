@@ -228,6 +228,7 @@ class Session:
         error: Optional[str] = None,
         auto_continue: bool = True,
         on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+        request_id: Optional[str] = None,
     ) -> Optional[TurnResult]:
         """Settle a pending client tool call with ``output`` (or ``error``). When every pending
         call of that assistant message is settled and ``auto_continue`` is set, an
@@ -241,7 +242,7 @@ class Session:
                 part.update(state="output-available", output=output)
             part.pop("preliminary", None)
 
-        return await self._settle(tool_call_id, settle, auto_continue, on_event)
+        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
 
     async def approve_tool_call(
         self,
@@ -251,6 +252,7 @@ class Session:
         reason: Optional[str] = None,
         auto_continue: bool = True,
         on_event: Optional[Callable[[dict[str, Any]], Any]] = None,
+        request_id: Optional[str] = None,
     ) -> Optional[TurnResult]:
         """Answer an approval request. An approved call runs at the start of the continuation
         (``before_tool_call`` still has the final say); a denied one is answered with an error."""
@@ -263,7 +265,7 @@ class Session:
             else:
                 part.update(state="output-denied", errorText=reason or "Tool execution denied by user.")
 
-        return await self._settle(tool_call_id, settle, auto_continue, on_event)
+        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
 
     async def _settle(
         self,
@@ -271,6 +273,7 @@ class Session:
         settle: Callable[[dict[str, Any]], None],
         auto_continue: bool,
         on_event: Optional[Callable[[dict[str, Any]], Any]],
+        request_id: Optional[str],
     ) -> Optional[TurnResult]:
         store = self.agent.store
         # Read-modify-write with no await in between: atomic with respect to other tasks.
@@ -287,13 +290,18 @@ class Session:
             waiting = [p for p in message.parts if is_tool_part(p) and p.get("state") in ("input-available", "approval-requested")]
             if waiting or not auto_continue:
                 return None
-            return await self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event))
+            return await self._run_turn(
+                _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+            )
         raise KeyError(f"no tool call {tool_call_id!r} in session {self.id!r}")
 
     async def clear(self) -> None:
-        """Cancel running turns and delete the history."""
+        """Cancel running and queued turns, wait for them to record their partial answers, then
+        delete the history (so nothing written by a cancelled turn reappears afterwards)."""
+        self._assert_not_nested("clear")
         self.cancel_all()
-        self.agent.store.clear_messages(self.id)
+        async with self._lock:
+            self.agent.store.clear_messages(self.id)
 
     async def aclose(self) -> None:
         """Stop this session's background drain (pending submissions stay in the store)."""

@@ -90,7 +90,7 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def chat(request: Request) -> Response:
-        return await http.chat(request, agent, max_body_bytes)
+        return await http.chat(request, agent, hub, max_body_bytes)
 
     async def messages(request: Request) -> Response:
         return await http.session_messages(agent, request.path_params["session_id"])

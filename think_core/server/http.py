@@ -20,9 +20,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agent import Think
+from ..errors import ThinkError
 from ..messages import new_id
 from ..session import Session
-from .frames import ProtocolError, dumps, error_body, split_chat_body
+from .frames import ProtocolError, chunk_frame, done_frame, dumps, error_body, messages_frame, split_chat_body
+from .hub import SessionHub
 from .turns import ToolUpdate, new_messages, parse_messages, regenerate_cut, settled_tool_updates
 
 logger = logging.getLogger("think.server")
@@ -101,27 +103,38 @@ async def _continuation_chunks(session: Session, updates: list[ToolUpdate]) -> A
             await asyncio.wait([task])
 
 
-async def _turn_chunks(
-    agent: Think, session: Session, payload: dict[str, Any]
-) -> AsyncIterator[dict[str, Any]]:
-    raw_messages, trigger, message_id, body = split_chat_body(payload, drop=("id",))
-    incoming = parse_messages(raw_messages)
-    stored = await session.messages()
-    updates = settled_tool_updates(stored, incoming)
-    if updates and trigger == "submit-message":
-        async for chunk in _continuation_chunks(session, updates):
+class HttpTurn:
+    """One ``POST /api/chat``: decides what the request means (new messages, a regenerate, or
+    client tool results that continue the turn) and yields the turn's chunks."""
+
+    def __init__(self, agent: Think, session: Session, payload: dict[str, Any]) -> None:
+        self.agent = agent
+        self.session = session
+        self.payload = payload
+        self.stream_id = new_id("req")
+        self.continuation = False
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        raw_messages, trigger, message_id, body = split_chat_body(self.payload, drop=("id",))
+        incoming = parse_messages(raw_messages)
+        stored = await self.session.messages()
+        updates = settled_tool_updates(stored, incoming)
+        if updates and trigger == "submit-message":
+            self.continuation = True
+            async for chunk in _continuation_chunks(self.session, updates):
+                yield chunk
+            return
+        if trigger == "regenerate-message":
+            doomed = regenerate_cut(stored, incoming, message_id)
+            if doomed:
+                self.agent.store.delete_messages(self.session.id, doomed)
+                stored = await self.session.messages()
+        fresh = new_messages(stored, incoming)
+        async for chunk in self.session.stream(fresh, body=body, trigger="http", request_id=self.stream_id):
             yield chunk
-        return
-    if trigger == "regenerate-message":
-        doomed = regenerate_cut(stored, incoming, message_id)
-        if doomed:
-            agent.store.delete_messages(session.id, doomed)
-            stored = await session.messages()
-    async for chunk in session.stream(new_messages(stored, incoming), body=body, trigger="http", request_id=new_id("req")):
-        yield chunk
 
 
-async def chat(request: Request, agent: Think, max_body_bytes: int) -> Response:
+async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: int) -> Response:
     payload = await read_json(request, max_body_bytes)
     if not isinstance(payload, dict):
         raise HTTPError(400, "request body must be a JSON object", "invalid_request")
@@ -130,7 +143,8 @@ async def chat(request: Request, agent: Think, max_body_bytes: int) -> Response:
         raise HTTPError(400, "'id' (the chat session id) must be a non-empty string", "invalid_request")
     check_session_id(session_id)
     session = agent.session(session_id)
-    chunks = _turn_chunks(agent, session, payload)
+    turn = HttpTurn(agent, session, payload)
+    chunks = turn.chunks()
     # Start the turn before answering, so request and start-up errors get a proper status.
     try:
         first = await chunks.__anext__()
@@ -142,18 +156,32 @@ async def chat(request: Request, agent: Think, max_body_bytes: int) -> Response:
     except KeyError as exc:
         await chunks.aclose()
         raise HTTPError(404, str(exc.args[0]) if exc.args else "not found", "not_found") from None
+    except ThinkError as exc:  # e.g. a plugin failing to configure the session
+        await chunks.aclose()
+        raise HTTPError(500, str(exc), "internal_error") from None
+
+    def mirror(chunk: dict[str, Any]) -> None:
+        # WebSocket clients of the session (the chat page) see HTTP turns too.
+        hub.broadcast(session_id, chunk_frame(turn.stream_id, chunk, continuation=turn.continuation))
 
     async def body() -> AsyncIterator[str]:
         try:
             if first is not None:
+                mirror(first)
                 yield sse(first)
                 async for chunk in chunks:
+                    mirror(chunk)
                     yield sse(chunk)
         except Exception as exc:  # after the 200: report in the stream, as the AI SDK does
             logger.exception("HTTP turn of session %r failed", session_id)
-            yield sse({"type": "error", "errorText": str(exc) or type(exc).__name__})
+            error = {"type": "error", "errorText": str(exc) or type(exc).__name__}
+            mirror(error)
+            yield sse(error)
         finally:
             await chunks.aclose()
+            if hub.connections(session_id):
+                hub.broadcast(session_id, done_frame(turn.stream_id, continuation=turn.continuation))
+                hub.broadcast(session_id, messages_frame(await session.messages()))
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)

@@ -9,7 +9,6 @@ frame; the connection stays usable (see ``frames`` for the shapes).
 
 from __future__ import annotations
 
-import inspect
 import logging
 from typing import Any, Awaitable, Callable, Optional
 
@@ -27,15 +26,6 @@ logger = logging.getLogger("think.server")
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 OnEvent = Callable[[dict[str, Any]], None]
-
-
-def accepts_request_id(method: Callable[..., Any]) -> bool:
-    """Whether an engine entry point takes ``request_id=`` (so its stream can be cancelled by
-    the id clients see). Checked rather than assumed: the settle methods gained it later."""
-    try:
-        return "request_id" in inspect.signature(method).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 class ChatSocket:
@@ -65,7 +55,14 @@ class ChatSocket:
         await self.websocket.accept()
         self.connection = self.hub.connect(self.session_id, self.websocket)
         try:
-            await self.session.open()
+            try:
+                await self.session.open()
+            except Exception as exc:  # a plugin's configure_session failed: say so, then close
+                logger.exception("session %r could not be opened", self.session_id)
+                self.send(F.error_frame(str(exc) or type(exc).__name__, "internal_error"))
+                await self.hub.disconnect(self.connection)
+                await self.websocket.close(code=1011)
+                return
             self.send(F.messages_frame(await self.session.messages()))
             while True:
                 message = await self.websocket.receive()
@@ -151,10 +148,8 @@ class ChatSocket:
         self.session.cancel(self.hub.stream_requests.get(stream_id, stream_id))
 
     async def on_clear(self, frame: dict[str, Any]) -> None:
-        # Let cancelled turns finish persisting their partial messages first, so nothing
-        # reappears in the history after it was cleared.
-        self.session.cancel_all()
-        await self.hub.wait_idle(self.session_id, kind="turn")
+        # session.clear() waits for the turns it cancels to persist their partial messages, so
+        # nothing reappears in the history after it was cleared.
         await self.session.clear()
         self.broadcast({"type": F.CHAT_CLEAR})
 
@@ -212,12 +207,10 @@ class ChatSocket:
                     self.broadcast(F.message_updated_frame(settled))
             self.broadcast(F.chunk_frame(stream_id, chunk, continuation=True))
 
-        extra: dict[str, Any] = {}
-        if accepts_request_id(method):
-            extra["request_id"] = stream_id
-            self.hub.link(stream_id, stream_id)
+        # The continuation's request id is the stream id clients see, so they can cancel it.
+        self.hub.link(stream_id, stream_id)
         try:
-            await apply(on_event, **extra)
+            await apply(on_event, request_id=stream_id)
         except KeyError:
             self.send(F.error_frame(f"no tool call {call_id!r} in this session", "not_found"))
             return
