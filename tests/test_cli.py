@@ -44,3 +44,22 @@ def test_run_with_a_missing_api_key_fails_before_any_request(tmp_path):
     done = think("run", "hello", "--model", "openai:gpt-4o-mini", "--db", str(tmp_path / "x.db"), env=env)
     assert done.returncode == 2
     assert "OPENAI_API_KEY" in done.stderr
+
+
+def test_chat_repl_streams_answers_and_shows_history(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "think_core.cli", "chat", "--model", "demo", "--db", str(tmp_path / "c.db")],
+        input="What's the weather in Oslo?\n/history\n/reset\n/history\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert '→ get_weather {"city": "oslo"}' in out
+    assert "Oslo: -3°C and snowing." in out
+    prompts = out.split("you> ")
+    assert prompts[2].startswith("user: What's the weather in Oslo?")  # /history
+    assert prompts[3].startswith("history cleared")  # /reset
+    assert prompts[4].startswith("(no messages)")  # /history after the reset
