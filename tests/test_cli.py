@@ -29,6 +29,9 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     assert "get_weather({'city': 'lisbon'}) → substitute" in out  # the cached answer
     assert "save_note({'text': 'buy oranges'}) → block" in out  # read-only mode
     assert "this session is read-only" in out
+    assert "context overflow classified by overflow_classifier → compacted" in out
+    assert out.count("status=completed") == 4  # the overflowing turn recovered
+    assert "cache hit rate" in out  # the analytics summary
     assert f"conversation stored in {db}" in out
     assert db.exists() and (tmp_path / "analytics.db").exists()
 

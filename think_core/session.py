@@ -462,10 +462,11 @@ class Session:
                 turn.history = to_model_messages(store.history(self.id))
                 outcome = await turn.run()
             except TurnFailed as failure:
-                if failure.classification is None:
+                if not failure.classified:
                     failure.classification = await self.agent.hooks.classify_chat_error(
                         failure.error, self._error_context(request_id, failure.stage, True)
                     )
+                    failure.classified = True
                 if (
                     failure.classification == "context_overflow"
                     and overflow.reactive
@@ -478,10 +479,7 @@ class Session:
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue
-                return await self._fail(
-                    failure, request_id, builder, persisted=True, usage=turn.usage,
-                    classification=failure.classification,
-                )
+                return await self._fail(failure, request_id, builder, persisted=True, usage=turn.usage)
             builder.finish()
             return outcome
 
@@ -523,13 +521,13 @@ class Session:
         *,
         persisted: bool,
         usage: Any = None,
-        classification: Optional[str] = None,
     ) -> TurnOutcome:
         hooks = self.agent.hooks
         ctx = self._error_context(request_id, failure.stage, persisted)
-        ctx.classification = classification
-        if classification is None:
-            ctx.classification = await hooks.classify_chat_error(failure.error, ctx)
+        if not failure.classified:
+            failure.classification = await hooks.classify_chat_error(failure.error, ctx)
+            failure.classified = True
+        ctx.classification = failure.classification
         replacement = await hooks.on_chat_error(failure.error, ctx)
         error: BaseException = failure.error
         if isinstance(replacement, BaseException):

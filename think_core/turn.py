@@ -65,6 +65,7 @@ class TurnFailed(Exception):
         self.stage = stage
         self.streamed = streamed  # whether the failed step had produced output
         self.classification: Optional[str] = None
+        self.classified = False  # classify_chat_error was consulted (its answer may be None)
 
 
 @dataclass
@@ -302,6 +303,7 @@ class Turn:
                         session=self.session, request_id=self.request_id, stage="stream", messages_persisted=True
                     ),
                 )
+                failure.classified = True
                 if failure.classification not in ("transient", "rate_limit") or attempt >= max_retries:
                     raise
                 attempt += 1

@@ -106,7 +106,8 @@ def _fmt(value: Any, suffix: str = "") -> str:
     return f"{value}{suffix}"
 
 
-def _print(summary: dict[str, Any]) -> None:
+def print_summary(summary: dict[str, Any], *, plain: bool = False) -> None:
+    """Print a :func:`summarize` result as tables (rich when available and not ``plain``)."""
     turns, cache = summary["turns"], summary["cache"]
     tool_rows = [
         [row["tool"], str(row["calls"]), *(str(row[o]) for o in OUTCOMES),
@@ -125,6 +126,8 @@ def _print(summary: dict[str, Any]) -> None:
         ["cache hit rate", _fmt(cache["hit_rate"], "%")],
     ]
     try:
+        if plain:
+            raise ImportError("plain output asked for")
         from rich.console import Console
         from rich.table import Table
     except ImportError:
@@ -137,7 +140,7 @@ def _print(summary: dict[str, Any]) -> None:
     console = Console()
     table = Table(title="tool calls")
     for head in tool_head:
-        table.add_column(head, overflow="fold")
+        table.add_column(head, overflow="fold", no_wrap=head == "tool")
     for row in tool_rows:
         table.add_row(*row)
     console.print(table)
@@ -171,5 +174,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        _print(summary)
+        print_summary(summary)
     return 0

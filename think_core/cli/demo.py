@@ -1,7 +1,8 @@
 """Run an offline demo: a scripted agent, the bundled plugins, and the hook timeline.
 
-No API key and no network: the model is a ScriptedModel. Three turns show a parallel tool
-call, a cached tool result (tool_cache), and a call blocked in read-only mode (readonly_guard);
+No API key and no network: the model is a ScriptedModel. Four turns show a parallel tool
+call, a cached tool result (tool_cache), a call blocked in read-only mode (readonly_guard), and a
+context-window overflow that overflow_classifier recognises so the turn is compacted and re-run;
 analytics records everything and the summary is printed at the end.
 """
 
@@ -13,8 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import hookimpl, tool
+from .. import ProviderError, hookimpl, tool
 from ..agent import Think
+from ..compaction import SUMMARY_SYSTEM
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step, call
 
@@ -34,9 +36,37 @@ def save_note(text: str) -> str:
     return f"saved: {text}"
 
 
+#: What a provider answers when the prompt no longer fits (OpenAI's real error body).
+CONTEXT_OVERFLOW = ProviderError(
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. "
+    "Please reduce the length of the messages.",
+    status=400,
+    code="context_length_exceeded",
+    type="invalid_request_error",
+    provider="scripted",
+)
+
+
+class DemoModel:
+    """The scripted model: asks for tools based on the last user message, answers from the
+    tool results it was given, summarises when asked to compact, and overflows its context
+    window once, on the turn that asks for "everything"."""
+
+    def __init__(self) -> None:
+        self.overflowed = False
+
+    def __call__(self, request: ModelRequest) -> Step:
+        if request.system == SUMMARY_SYSTEM:
+            return Step(text="The user asked about the weather in Lisbon and Oslo and tried to save a note.")
+        last = request.messages[-1]
+        if last.role == "user" and "everything" in last.content and not self.overflowed:
+            self.overflowed = True
+            return Step(error=CONTEXT_OVERFLOW)
+        return demo_step(request)
+
+
 def demo_step(request: ModelRequest) -> Step:
-    """The scripted model: asks for tools based on the last user message, then answers from
-    the tool results it was given."""
+    """Tool calls from the last user message; an answer from the tool results."""
     last = request.messages[-1]
     if last.role == "tool":
         results = [m for m in request.messages[::-1] if m.role == "tool"]
@@ -53,6 +83,8 @@ def demo_step(request: ModelRequest) -> Step:
     text = last.content.lower() if last.role == "user" else ""
     if "note" in text:
         return Step(text="I'll save that.", tool_calls=[call("save_note", {"text": "buy oranges"})])
+    if "everything" in text:
+        return Step(text=f"With our earlier talk summarised, here is everything: {len(request.messages)} messages fit now.")
     cities = [c for c in CITIES if c in text] or ["lisbon"]
     return Step(reasoning="The user wants the weather; I will call the tool.", tool_calls=[call("get_weather", {"city": c}) for c in cities])
 
@@ -88,6 +120,10 @@ class Timeline:
         self._add("before_turn", f"trigger={ctx.trigger} body={ctx.body}")
 
     @hookimpl
+    def classify_chat_error(self, error, ctx):
+        self._add("classify_chat_error", f"stage={ctx.stage}: {error}")
+
+    @hookimpl
     def before_step(self, ctx):
         self._add("before_step", f"step {ctx.step_number}, {len(ctx.messages)} messages")
 
@@ -117,6 +153,7 @@ TURNS = [
     ("What's the weather in Lisbon and Oslo?", None),
     ("And Lisbon again, please?", None),
     ("Save a note: buy oranges.", {"read_only": True}),
+    ("Now tell me everything we talked about.", None),
 ]
 
 
@@ -126,7 +163,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from .analytics_cmd import summarize
+    from .analytics_cmd import print_summary, summarize
     from think_plugins.analytics import read_sqlite_points
 
     workdir = Path(args.db).parent if args.db else Path(tempfile.mkdtemp(prefix="think-demo-"))
@@ -134,12 +171,14 @@ async def run(args: argparse.Namespace) -> int:
     analytics_db = workdir / "analytics.db"
     timeline = Timeline()
     agent = Think(
-        ScriptedModel([demo_step], repeat=True, delay=0.002),
+        ScriptedModel([DemoModel()], repeat=True, delay=0.002),
         system="You are a weather assistant.",
         tools=[get_weather, save_note],
         plugins=[timeline],
         store=str(db),
         settings={"analytics": {"sink": "sqlite", "path": str(analytics_db)}},
+        context_overflow={"reactive": True, "max_retries": 1},
+        compaction={"tail_tokens": 40, "min_tail_messages": 1},
     )
     out = _Output(plain=args.plain)
     loaded = [(i.name, i.status) for i in agent.plugin_manager.plugin_infos]
@@ -149,8 +188,14 @@ async def run(args: argparse.Namespace) -> int:
         for prompt, body in TURNS:
             mode = " [read-only mode]" if body and body.get("read_only") else ""
             out.user(prompt + mode)
+            compactions = len(session.compaction_events)
             result = await session.chat(prompt, body=body)
             out.timeline(timeline.drain())
+            for event in session.compaction_events[compactions:]:
+                out.note(
+                    f"context overflow classified by overflow_classifier → compacted {event.compacted_messages} "
+                    f"messages (~{event.tokens_before} → ~{event.tokens_after} tokens) and re-ran the turn"
+                )
             out.answer(result.text, result.status, result.usage.total_tokens)
     finally:
         await agent.aclose()
@@ -161,7 +206,8 @@ async def run(args: argparse.Namespace) -> int:
             out.note(f"{info.name} stats: {stats}")
     summary = summarize(read_sqlite_points(analytics_db)) if analytics_db.exists() else None
     if summary:
-        out.summary(summary)
+        out.note("\nanalytics summary (think analytics report):")
+        print_summary(summary, plain=args.plain)
     out.note(f"conversation stored in {db}")
     out.note(f"analytics stored in {analytics_db} (see: think analytics report --db {analytics_db})")
     return 0
@@ -214,11 +260,6 @@ class _Output:
 
     def answer(self, text: str, status: str, tokens: int) -> None:
         self._print(f"< assistant ({status}, {tokens} tokens): {text}", "bold green")
-
-    def summary(self, summary: dict[str, Any]) -> None:
-        self._print("\nanalytics summary", "bold")
-        for key, value in summary.items():
-            self._print(f"  {key}: {value}")
 
     def note(self, text: str) -> None:
         self._print(text, "dim")
