@@ -335,6 +335,7 @@ async def test_error_mid_stream_keeps_the_partial_text_and_reports_the_error(tmp
     stored = (await agent.session("s").messages())[-1]
     assert stored.role == "assistant" and stored.text == "Partial answer"
     assert rec.names()[-3:] == ["classify_chat_error", "on_chat_error", "on_chat_response"]
+    assert rec.names().count("classify_chat_error") == 1  # consulted once per failure
     assert rec.contexts["on_chat_error"][0].stage == "stream"
     assert rec.contexts["on_chat_response"][0].status == "error"
     agent.close()
