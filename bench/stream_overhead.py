@@ -33,12 +33,11 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from pathlib import Path
-from typing import Any, Awaitable, Callable
-
-from _common import machine, median, peak_rss_mib, table
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
+from _common import machine, median, peak_rss_mib, table
 
 from think_core import hookimpl
 
@@ -217,7 +216,7 @@ async def measure(base: str, sizes: list[int], repeat: int, memory_max: int) -> 
                 bare = ThinkVariant(client, base, n, tmp, plugins=False)
                 full = ThinkVariant(client, base, n, tmp, plugins=True)
                 variants: dict[str, Callable[[], Awaitable[str]]] = {
-                    "a floor": lambda: floor_turn(client, base, n),
+                    "a floor": lambda n=n: floor_turn(client, base, n),
                     "b think": bare,
                     "c think+4 plugins+on_chunk": full,
                 }

@@ -19,8 +19,9 @@ here hundreds of examples must stay fast).
 
 import asyncio
 import json
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Optional
+from typing import Any
 
 import httpx
 from hypothesis import HealthCheck, given, settings
@@ -67,7 +68,7 @@ def serialise(events: list[dict[str, Any]], draw: st.DrawFn, terminate_last: boo
     """The stream's bytes (line endings drawn per line) and the events a reader must see."""
     lines: list[str] = []
     expected: list[SSEEvent] = []
-    last_id: Optional[str] = None
+    last_id: str | None = None
     for event in events:
         if "comment" in event:
             lines.append(":" + event["comment"])
@@ -175,7 +176,7 @@ def stream_events(chunks: list[bytes]) -> list[Any]:
     return asyncio.run(run())
 
 
-def oa_chunk(delta: dict[str, Any], finish: Optional[str] = None) -> str:
+def oa_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
     payload = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return "data: " + json.dumps(payload) + "\n\n"
 
@@ -265,7 +266,7 @@ class Address(BaseModel):
 
 
 @tool
-def typed(a: int, b: str = "x", flag: bool = False, ratio: Optional[float] = None) -> str:
+def typed(a: int, b: str = "x", flag: bool = False, ratio: float | None = None) -> str:
     """Scalars with defaults."""
     return "ok"
 

@@ -544,3 +544,13 @@ async def test_a_blocking_sync_tool_does_not_stall_other_sessions():
     assert quick.text == "quick answer" and not blocked.done()
     release.set()
     assert (await blocked).text == "tool said released"
+
+
+async def test_tools_with_postponed_annotations_and_model_arguments():
+    from tests._postponed_tools import distance
+
+    assert distance.parameters["required"] == ["a"]
+    model = ScriptedModel([Step(tool_calls=[call("distance", {"a": {"x": 3, "y": 4}})]), "5"])
+    agent = Think(model, tools=[distance], load_entrypoints=False)
+    await agent.session("s").chat("how far?")
+    assert model.requests[1].messages[-1].output == 5.0

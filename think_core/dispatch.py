@@ -119,7 +119,8 @@ class HookRelay:
     async def _call(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
         if not self._trace:
             result = impl.function(*[kwargs[name] for name in impl.argnames])
-            if inspect.isawaitable(result):
+            # ``None`` first: the common answer of an observer, and isawaitable's slow path.
+            if result is not None and inspect.isawaitable(result):
                 result = await result
             return result
         started = time.perf_counter()

@@ -123,7 +123,8 @@ def _signature_model(function: Callable[..., Any]) -> TypeAdapter:
     from pydantic import create_model
 
     fields: dict[str, Any] = {}
-    for name, param in inspect.signature(function).parameters.items():
+    # eval_str resolves annotations written as strings (``from __future__ import annotations``).
+    for name, param in inspect.signature(function, eval_str=True).parameters.items():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         annotation = param.annotation if param.annotation is not inspect.Parameter.empty else Any

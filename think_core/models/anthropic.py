@@ -22,6 +22,7 @@ API keys: ``api_key=None`` reads ``ANTHROPIC_API_KEY``; ``api_key=""`` sends non
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 import os
 import re
 from typing import Any, AsyncIterator
@@ -197,63 +198,64 @@ class AnthropicModel:
         tool_calls = 0
         done = False
         loads = json.loads
-        async for sse in aiter_sse(response.aiter_bytes()):
-            try:
-                data = loads(sse.data)
-            except ValueError:
-                raise invalid_event(self.provider, sse.data) from None
-            kind = data.get("type") or sse.event
-            if kind == "content_block_delta":
-                delta = data.get("delta") or {}
-                dtype = delta.get("type")
-                if dtype == "text_delta":
-                    if delta.get("text"):
-                        yield TextDelta(delta["text"])
-                elif dtype == "input_json_delta":
-                    block = blocks.get(data.get("index", -1))
-                    fragment = delta.get("partial_json") or ""
-                    if block is not None and fragment:
-                        block.parts.append(fragment)
-                        if block.is_output:
-                            if not output or not output.wrapped:
-                                yield TextDelta(fragment)
-                        else:
-                            yield ToolInputDelta(block.id, fragment)
-                elif dtype == "thinking_delta":
-                    if delta.get("thinking"):
-                        yield ReasoningDelta(delta["thinking"])
-            elif kind == "content_block_start":
-                cb = data.get("content_block") or {}
-                ctype = cb.get("type")
-                if ctype == "text" and cb.get("text"):
-                    yield TextDelta(cb["text"])
-                elif ctype == "thinking" and cb.get("thinking"):
-                    yield ReasoningDelta(cb["thinking"])
-                elif ctype == "tool_use":
-                    block = _Block(cb.get("id") or "", cb.get("name") or "", output is not None and cb.get("name") == output.name)
-                    blocks[data.get("index", len(blocks))] = block
-                    if not block.is_output:
-                        yield ToolInputStart(block.id, block.name)
-            elif kind == "content_block_stop":
-                block = blocks.pop(data.get("index", -1), None)
-                if block is not None:
-                    for event in block.finish(output):
-                        yield event
-                    tool_calls += not block.is_output
-            elif kind == "message_delta":
-                stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
-                usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
-            elif kind == "message_start":
-                message = data.get("message") or {}
-                response_id = message.get("id")
-                model_id = message.get("model")
-                usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
-            elif kind == "message_stop":
-                done = True
-                break
-            elif kind == "error":
-                raise stream_error(data, self.provider, "an error occurred during streaming")
-            # "ping" and unknown event types are ignored
+        async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+            async for sse in events:
+                try:
+                    data = loads(sse.data)
+                except ValueError:
+                    raise invalid_event(self.provider, sse.data) from None
+                kind = data.get("type") or sse.event
+                if kind == "content_block_delta":
+                    delta = data.get("delta") or {}
+                    dtype = delta.get("type")
+                    if dtype == "text_delta":
+                        if delta.get("text"):
+                            yield TextDelta(delta["text"])
+                    elif dtype == "input_json_delta":
+                        block = blocks.get(data.get("index", -1))
+                        fragment = delta.get("partial_json") or ""
+                        if block is not None and fragment:
+                            block.parts.append(fragment)
+                            if block.is_output:
+                                if not output or not output.wrapped:
+                                    yield TextDelta(fragment)
+                            else:
+                                yield ToolInputDelta(block.id, fragment)
+                    elif dtype == "thinking_delta":
+                        if delta.get("thinking"):
+                            yield ReasoningDelta(delta["thinking"])
+                elif kind == "content_block_start":
+                    cb = data.get("content_block") or {}
+                    ctype = cb.get("type")
+                    if ctype == "text" and cb.get("text"):
+                        yield TextDelta(cb["text"])
+                    elif ctype == "thinking" and cb.get("thinking"):
+                        yield ReasoningDelta(cb["thinking"])
+                    elif ctype == "tool_use":
+                        block = _Block(cb.get("id") or "", cb.get("name") or "", output is not None and cb.get("name") == output.name)
+                        blocks[data.get("index", len(blocks))] = block
+                        if not block.is_output:
+                            yield ToolInputStart(block.id, block.name)
+                elif kind == "content_block_stop":
+                    block = blocks.pop(data.get("index", -1), None)
+                    if block is not None:
+                        for event in block.finish(output):
+                            yield event
+                        tool_calls += not block.is_output
+                elif kind == "message_delta":
+                    stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
+                    usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+                elif kind == "message_start":
+                    message = data.get("message") or {}
+                    response_id = message.get("id")
+                    model_id = message.get("model")
+                    usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
+                elif kind == "message_stop":
+                    done = True
+                    break
+                elif kind == "error":
+                    raise stream_error(data, self.provider, "an error occurred during streaming")
+                # "ping" and unknown event types are ignored
         if not done and stop_reason is None:
             raise incomplete_stream(self.provider)
         for block in blocks.values():  # cut off (e.g. by max_tokens) before content_block_stop

@@ -17,6 +17,7 @@ api_key="", headers={"api-key": KEY}, query={"api-version": "2024-10-21"})``.
 from __future__ import annotations
 
 import json
+from contextlib import aclosing
 import os
 import re
 import uuid
@@ -192,43 +193,44 @@ class OpenAIChatModel:
         fingerprint: str | None = None
         done = False
         loads = json.loads
-        async for sse in aiter_sse(response.aiter_bytes()):
-            data = sse.data
-            if data.startswith("[DONE]"):
-                done = True
-                break
-            try:
-                chunk = loads(data)
-            except ValueError:
-                raise invalid_event(self.provider, data) from None
-            if not isinstance(chunk, dict):
-                continue
-            if chunk.get("error"):
-                raise stream_error(chunk, self.provider, "an error occurred during streaming")
-            if response_id is None:
-                response_id = chunk.get("id") or None
-                model_id = chunk.get("model") or None
-                fingerprint = chunk.get("system_fingerprint")
-            if chunk.get("usage"):
-                usage = chunk["usage"]
-            for choice in chunk.get("choices") or ():
-                delta = choice.get("delta")
-                if delta:
-                    content = delta.get("content")
-                    if content:
-                        yield TextDelta(content)
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                    if reasoning and isinstance(reasoning, str):
-                        yield ReasoningDelta(reasoning)
-                    refusal = delta.get("refusal")
-                    if refusal:
-                        yield TextDelta(refusal)
-                    tool_deltas = delta.get("tool_calls")
-                    if tool_deltas:
-                        for event in calls.add(tool_deltas):
-                            yield event
-                if choice.get("finish_reason"):
-                    finish_reason = choice["finish_reason"]
+        async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+            async for sse in events:
+                data = sse.data
+                if data.startswith("[DONE]"):
+                    done = True
+                    break
+                try:
+                    chunk = loads(data)
+                except ValueError:
+                    raise invalid_event(self.provider, data) from None
+                if not isinstance(chunk, dict):
+                    continue
+                if chunk.get("error"):
+                    raise stream_error(chunk, self.provider, "an error occurred during streaming")
+                if response_id is None:
+                    response_id = chunk.get("id") or None
+                    model_id = chunk.get("model") or None
+                    fingerprint = chunk.get("system_fingerprint")
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta")
+                    if delta:
+                        content = delta.get("content")
+                        if content:
+                            yield TextDelta(content)
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                        if reasoning and isinstance(reasoning, str):
+                            yield ReasoningDelta(reasoning)
+                        refusal = delta.get("refusal")
+                        if refusal:
+                            yield TextDelta(refusal)
+                        tool_deltas = delta.get("tool_calls")
+                        if tool_deltas:
+                            for event in calls.add(tool_deltas):
+                                yield event
+                    if choice.get("finish_reason"):
+                        finish_reason = choice["finish_reason"]
         if not done and finish_reason is None:
             raise incomplete_stream(self.provider)
         for event in calls.complete():

@@ -136,8 +136,15 @@ async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent
     """Decode an async byte stream (e.g. ``httpx.Response.aiter_bytes()``) into events."""
     decoder = SSEDecoder()
     feed = decoder.feed
-    async for chunk in byte_stream:
-        for event in feed(chunk):
+    try:
+        async for chunk in byte_stream:
+            for event in feed(chunk):
+                yield event
+        for event in decoder.flush():
             yield event
-    for event in decoder.flush():
-        yield event
+    finally:
+        # A consumer that stops early (at [DONE], or on an error) must not leave the byte
+        # stream's generators to the garbage collector.
+        close = getattr(byte_stream, "aclose", None)
+        if close is not None:
+            await close()
