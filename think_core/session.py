@@ -66,7 +66,6 @@ class Session:
         self._lock = asyncio.Lock()
         self._active: dict[str, _ActiveTurn] = {}
         self._opened: Optional[asyncio.Future] = None
-        self._approved_calls: set[str] = set()
         agent.store.ensure_session(session_id)
         self._submissions = SubmissionQueue(self)
         self._compact_after: Optional[tuple[int, Optional[TokenCounter]]] = None
@@ -338,9 +337,6 @@ class Session:
                 f"{what}() was called from inside an active turn of session {self.id!r}; "
                 "this would wait for itself. Use submit_messages() or add_messages() instead."
             )
-
-    def _is_approved(self, tool_call_id: str) -> bool:
-        return tool_call_id in self._approved_calls
 
     async def _run_turn(self, request: _TurnRequest) -> TurnResult:
         self._assert_not_nested(request.trigger)

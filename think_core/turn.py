@@ -8,18 +8,16 @@ persists, releases the lock and fires ``on_chat_response``.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 from contextlib import aclosing
 import logging
 import random
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .events import ToolResult, Usage
+from .events import Usage
 from .models.base import (
     AssistantMessage,
     CallSettings,
@@ -34,14 +32,13 @@ from .models.base import (
 from .compaction import compact_session
 from .messages import is_tool_part, to_model_messages, tool_name_of
 from .models.retry import parse_retry_after
-from .tools import Tool, ToolInputError, client_tools_from
+from .tool_calls import ToolCallRunner
+from .tools import Tool, client_tools_from
 from .types import (
     ChatErrorContext,
     ChunkContext,
     StepContext,
     StepResult,
-    ToolCallContext,
-    ToolCallResultContext,
     TurnConfig,
     TurnContext,
     UIMessage,
@@ -52,8 +49,6 @@ if TYPE_CHECKING:
     from .session import Session
 
 logger = logging.getLogger("think.turn")
-
-BLOCKED_DEFAULT = 'Tool "{name}" was blocked by before_tool_call.'
 
 
 class TurnFailed(Exception):
@@ -78,14 +73,6 @@ class TurnOutcome:
     output: Any = None
     usage: Usage = field(default_factory=Usage)
     pending_tool_calls: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _ToolOutcome:
-    call: ToolCallRequest
-    output: Any = None
-    error: Optional[str] = None
-    pending: bool = False
 
 
 class Turn:
@@ -119,6 +106,9 @@ class Turn:
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
+        self.tool_runner = ToolCallRunner(
+            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs
+        )
 
     # ------------------------------------------------------------------------------------
     def base_tools(self) -> dict[str, Tool]:
@@ -139,15 +129,12 @@ class Turn:
         ]
         if not approved:
             return None
-        self.session._approved_calls.update(c.id for c in approved)
-        turn_builder = self.builder
-        self.builder = AssistantMessageBuilder.resume(message, turn_builder._emit)
-        try:
-            await self._run_tools(0, approved, self.base_tools(), list(self.history))
-            return self.builder.message(message.metadata)
-        finally:
-            self.builder = turn_builder
-            self.session._approved_calls.difference_update(c.id for c in approved)
+        builder = AssistantMessageBuilder.resume(message, self.builder._emit)
+        runner = ToolCallRunner(
+            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved)
+        )
+        await runner.run_all(0, approved, self.base_tools(), list(self.history))
+        return builder.message(message.metadata)
 
     async def run(self) -> TurnOutcome:
         agent = self.agent
@@ -226,7 +213,7 @@ class Turn:
             )
             step = await self._stream_step(step_number, step_model, request, chunk_observers)
             calls = step.tool_calls
-            outcomes = await self._run_tools(step_number, calls, step_tools, step_messages) if calls else []
+            outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, step_messages) if calls else []
             step.tool_results = [
                 {"tool_call_id": o.call.id, "tool_name": o.call.name, "output": o.output, "error": o.error}
                 for o in outcomes
@@ -382,144 +369,6 @@ class Turn:
         )
 
     # ------------------------------------------------------------------------------------
-    async def _run_tools(
-        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, Tool], messages: list[ModelMessage]
-    ) -> list[_ToolOutcome]:
-        if len(calls) == 1:
-            return [await self._run_tool(step_number, calls[0], tools, messages)]
-        return list(await asyncio.gather(*(self._run_tool(step_number, c, tools, messages) for c in calls)))
-
-    async def _run_tool(
-        self, step_number: int, call: ToolCallRequest, tools: dict[str, Tool], messages: list[ModelMessage]
-    ) -> _ToolOutcome:
-        tool = tools.get(call.name)
-        invalid_raw = self.invalid_inputs.get(call.id)
-        model_input = call.input
-        started = time.perf_counter()
-        decision = "allow"
-        if tool is None:
-            available = ", ".join(sorted(tools)) or "none"
-            return await self._finish_tool(
-                step_number, call, tool, messages, started, decision,
-                error=f"Unknown tool {call.name!r}. Available tools: {available}.",
-            )
-        if invalid_raw is not None:
-            return await self._finish_tool(
-                step_number, call, tool, messages, started, decision,
-                error=f"Invalid arguments for tool {call.name!r}: expected a JSON object, got {invalid_raw!r}.",
-            )
-        try:
-            validated = tool.validate_input(model_input)
-        except ToolInputError as exc:
-            return await self._finish_tool(step_number, call, tool, messages, started, decision, error=str(exc))
-
-        if tool.is_client:
-            return _ToolOutcome(call, pending=True)
-        if tool.annotations.needs_approval and not self.session._is_approved(call.id):
-            self.builder.tool_approval_requested(call.id)
-            return _ToolOutcome(call, pending=True)
-
-        ctx = ToolCallContext(
-            session=self.session,
-            request_id=self.request_id,
-            step_number=step_number,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            input=validated,
-            tool=tool,
-            messages=messages,
-        )
-        try:
-            verdict = await self.hooks.before_tool_call(ctx)
-        except Exception as exc:
-            logger.warning("before_tool_call failed for %s: %r", call.name, exc)
-            return await self._finish_tool(
-                step_number, call, tool, messages, started, decision, error=f"before_tool_call failed: {exc}"
-            )
-        if verdict is not None and verdict.action == "block":
-            decision = "block"
-            output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
-            return await self._finish_tool(step_number, call, tool, messages, started, decision, output=output)
-        if verdict is not None and verdict.action == "substitute":
-            return await self._finish_tool(
-                step_number, call, tool, messages, started, "substitute", output=verdict.output
-            )
-        run_input = verdict.input if verdict is not None and verdict.input is not None else validated
-        try:
-            output = await self._execute(step_number, tool, call, run_input)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return await self._finish_tool(step_number, call, tool, messages, started, decision, error=_describe(exc))
-        return await self._finish_tool(step_number, call, tool, messages, started, decision, output=output)
-
-    async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
-        function = tool.function
-        if tool.is_generator:
-            last: Any = None
-            observers = self.hooks.chunk_observers
-            async for value in function(**run_input):
-                last = value
-                self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
-                if observers:
-                    self.hooks.emit_chunk(
-                        ChunkContext(
-                            self.session, self.request_id, step_number,
-                            ToolResult(call.id, call.name, value, preliminary=True),
-                        )
-                    )
-            return last
-        if tool.is_async:
-            return await function(**run_input)
-        # A plain function may block (file or network I/O): run it in a worker thread so the
-        # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
-        result = await asyncio.to_thread(function, **run_input)
-        if inspect.isawaitable(result):
-            return await result
-        return result
-
-    async def _finish_tool(
-        self,
-        step_number: int,
-        call: ToolCallRequest,
-        tool: Optional[Tool],
-        messages: list[ModelMessage],
-        started: float,
-        decision: str,
-        *,
-        output: Any = None,
-        error: Optional[str] = None,
-    ) -> _ToolOutcome:
-        duration_ms = (time.perf_counter() - started) * 1000.0
-        output = _jsonable(output)
-        if error is None:
-            self.builder.tool_output(call.id, output)
-        else:
-            self.builder.tool_error(call.id, error)
-        await self.hooks.after_tool_call(
-            ToolCallResultContext(
-                session=self.session,
-                request_id=self.request_id,
-                step_number=step_number,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                input=call.input,
-                tool=tool,
-                messages=messages,
-                success=error is None,
-                output=output,
-                error=error,
-                duration_ms=duration_ms,
-                decision=decision,
-            )
-        )
-        if self.hooks.chunk_observers:
-            self.hooks.emit_chunk(
-                ChunkContext(self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error))
-            )
-        return _ToolOutcome(call, output=output, error=error)
-
-    # ------------------------------------------------------------------------------------
     def _output_spec(self, output: Any) -> Optional[OutputSpec]:
         if output is None:
             return None
@@ -580,27 +429,3 @@ def _strip_fences(text: str) -> str:
         if stripped.rstrip().endswith("```"):
             stripped = stripped.rstrip()[:-3]
     return stripped.strip()
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _jsonable(value: Any) -> Any:
-    """Tool outputs are persisted as JSON: pydantic models and other objects are converted."""
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    try:
-        json.dumps(value)
-        return value
-    except (TypeError, ValueError):
-        from pydantic_core import to_jsonable_python
-
-        try:
-            return to_jsonable_python(value)
-        except Exception:
-            return repr(value)
-

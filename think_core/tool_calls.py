@@ -1,0 +1,227 @@
+"""Running the tool calls of a step (DESIGN §5): validation, ``before_tool_call``, execution
+(or block / substitute), ``after_tool_call`` and the ``tool-result`` chunk, per call.
+
+Calls of one step run concurrently. Whatever goes wrong with a call — an unknown tool,
+arguments that are not JSON or do not validate, a raising decision hook or tool — becomes an
+error result for the model, never a failed turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+from pydantic import BaseModel
+
+from .events import ToolResult
+from .models.base import ModelMessage, ToolCallRequest
+from .tools import Tool, ToolInputError
+from .types import ChunkContext, ToolCallContext, ToolCallResultContext
+from .ui_stream import AssistantMessageBuilder
+
+if TYPE_CHECKING:
+    from .dispatch import HookRelay
+
+logger = logging.getLogger("think.tools")
+
+BLOCKED_DEFAULT = 'Tool "{name}" was blocked by before_tool_call.'
+
+
+@dataclass
+class ToolOutcome:
+    """One call's result; ``pending`` calls wait for a client result or a human approval."""
+
+    call: ToolCallRequest
+    output: Any = None
+    error: Optional[str] = None
+    pending: bool = False
+
+
+class ToolCallRunner:
+    """Runs tool calls for one turn, writing their parts into ``builder``.
+
+    :param approved: ids of ``needs_approval`` calls a human approved (they run; others wait).
+    :param invalid_inputs: raw arguments of calls whose input was not a JSON object, by call id.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        request_id: str,
+        hooks: "HookRelay",
+        builder: AssistantMessageBuilder,
+        *,
+        approved: frozenset[str] = frozenset(),
+        invalid_inputs: Optional[dict[str, str]] = None,
+    ) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.hooks = hooks
+        self.builder = builder
+        self.approved = approved
+        self.invalid_inputs = invalid_inputs if invalid_inputs is not None else {}
+
+    async def run_all(
+        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, Tool], messages: list[ModelMessage]
+    ) -> list[ToolOutcome]:
+        if len(calls) == 1:
+            return [await self._run_one(step_number, calls[0], tools, messages)]
+        return list(await asyncio.gather(*(self._run_one(step_number, c, tools, messages) for c in calls)))
+
+    async def _run_one(
+        self, step_number: int, call: ToolCallRequest, tools: dict[str, Tool], messages: list[ModelMessage]
+    ) -> ToolOutcome:
+        tool = tools.get(call.name)
+        invalid_raw = self.invalid_inputs.get(call.id)
+        model_input = call.input
+        started = time.perf_counter()
+        decision = "allow"
+        if tool is None:
+            available = ", ".join(sorted(tools)) or "none"
+            return await self._finish(
+                step_number, call, tool, messages, started, decision,
+                error=f"Unknown tool {call.name!r}. Available tools: {available}.",
+            )
+        if invalid_raw is not None:
+            return await self._finish(
+                step_number, call, tool, messages, started, decision,
+                error=f"Invalid arguments for tool {call.name!r}: expected a JSON object, got {invalid_raw!r}.",
+            )
+        try:
+            validated = tool.validate_input(model_input)
+        except ToolInputError as exc:
+            return await self._finish(step_number, call, tool, messages, started, decision, error=str(exc))
+
+        if tool.is_client:
+            return ToolOutcome(call, pending=True)
+        if tool.annotations.needs_approval and call.id not in self.approved:
+            self.builder.tool_approval_requested(call.id)
+            return ToolOutcome(call, pending=True)
+
+        ctx = ToolCallContext(
+            session=self.session,
+            request_id=self.request_id,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            input=validated,
+            tool=tool,
+            messages=messages,
+        )
+        try:
+            verdict = await self.hooks.before_tool_call(ctx)
+        except Exception as exc:
+            logger.warning("before_tool_call failed for %s: %r", call.name, exc)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, error=f"before_tool_call failed: {exc}"
+            )
+        if verdict is not None and verdict.action == "block":
+            decision = "block"
+            output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
+            return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+        if verdict is not None and verdict.action == "substitute":
+            return await self._finish(
+                step_number, call, tool, messages, started, "substitute", output=verdict.output
+            )
+        run_input = verdict.input if verdict is not None and verdict.input is not None else validated
+        try:
+            output = await self._execute(step_number, tool, call, run_input)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return await self._finish(step_number, call, tool, messages, started, decision, error=_describe(exc))
+        return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+
+    async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
+        function = tool.function
+        if tool.is_generator:
+            last: Any = None
+            observers = self.hooks.chunk_observers
+            async for value in function(**run_input):
+                last = value
+                self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
+                if observers:
+                    self.hooks.emit_chunk(
+                        ChunkContext(
+                            self.session, self.request_id, step_number,
+                            ToolResult(call.id, call.name, value, preliminary=True),
+                        )
+                    )
+            return last
+        if tool.is_async:
+            return await function(**run_input)
+        # A plain function may block (file or network I/O): run it in a worker thread so the
+        # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
+        result = await asyncio.to_thread(function, **run_input)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    async def _finish(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: Optional[Tool],
+        messages: list[ModelMessage],
+        started: float,
+        decision: str,
+        *,
+        output: Any = None,
+        error: Optional[str] = None,
+    ) -> ToolOutcome:
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        output = _jsonable(output)
+        if error is None:
+            self.builder.tool_output(call.id, output)
+        else:
+            self.builder.tool_error(call.id, error)
+        await self.hooks.after_tool_call(
+            ToolCallResultContext(
+                session=self.session,
+                request_id=self.request_id,
+                step_number=step_number,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                input=call.input,
+                tool=tool,
+                messages=messages,
+                success=error is None,
+                output=output,
+                error=error,
+                duration_ms=duration_ms,
+                decision=decision,
+            )
+        )
+        if self.hooks.chunk_observers:
+            self.hooks.emit_chunk(
+                ChunkContext(self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error))
+            )
+        return ToolOutcome(call, output=output, error=error)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    """Tool outputs are persisted as JSON: pydantic models and other objects are converted."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        from pydantic_core import to_jsonable_python
+
+        try:
+            return to_jsonable_python(value)
+        except Exception:
+            return repr(value)
