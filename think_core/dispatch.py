@@ -116,13 +116,14 @@ class HookRelay:
             self._plans[hook] = plan
         return plan
 
-    async def _call(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
-        if not self._trace:
-            result = impl.function(*[kwargs[name] for name in impl.argnames])
-            # ``None`` first: the common answer of an observer, and isawaitable's slow path.
-            if result is not None and inspect.isawaitable(result):
-                result = await result
-            return result
+    def _call(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
+        """Call one implementation; returns its result or an awaitable of it. No coroutine is
+        created for a plain ``def`` implementation, which keeps sync plugins cheap."""
+        if self._trace:
+            return self._traced(hook, impl, kwargs)
+        return impl.function(*[kwargs[name] for name in impl.argnames])
+
+    async def _traced(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
         started = time.perf_counter()
         try:
             result = impl.function(*[kwargs[name] for name in impl.argnames])
@@ -137,7 +138,10 @@ class HookRelay:
     async def _first(self, hook: str, kwargs: dict[str, Any]) -> tuple[_Impl, Any] | None:
         """The first implementation whose *awaited* result is not ``None``, and that result."""
         for impl in self._impls(hook):
-            result = await self._call(hook, impl, kwargs)
+            result = self._call(hook, impl, kwargs)
+            # Await first, then test: a coroutine that returns None is no decision.
+            if result is not None and inspect.isawaitable(result):
+                result = await result
             if result is not None:
                 return impl, result
         return None
@@ -148,7 +152,9 @@ class HookRelay:
         """Like :meth:`_first`, but a raising or invalid implementation counts as ``None``."""
         for impl in self._impls(hook):
             try:
-                result = await self._call(hook, impl, kwargs)
+                result = self._call(hook, impl, kwargs)
+                if result is not None and inspect.isawaitable(result):
+                    result = await result
             except Exception:
                 logger.exception("plugin %r failed in %s; ignored", impl.plugin_name, hook)
                 continue
@@ -167,7 +173,9 @@ class HookRelay:
     async def _broadcast_isolated(self, hook: str, kwargs: dict[str, Any]) -> None:
         for impl in self._impls(hook):
             try:
-                await self._call(hook, impl, kwargs)
+                result = self._call(hook, impl, kwargs)
+                if result is not None and inspect.isawaitable(result):
+                    await result
             except Exception:
                 logger.exception("plugin %r failed in %s; ignored", impl.plugin_name, hook)
 
@@ -201,7 +209,9 @@ class HookRelay:
         """Broadcast; the first implementation that raises aborts opening the session."""
         for impl in self._impls("configure_session"):
             try:
-                await self._call("configure_session", impl, {"session": session})
+                result = self._call("configure_session", impl, {"session": session})
+                if result is not None and inspect.isawaitable(result):
+                    await result
             except Exception as exc:
                 raise PluginError(impl.plugin_name, "configure_session", exc) from exc
 
