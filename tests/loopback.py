@@ -196,6 +196,8 @@ class LoopbackServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writers: set[asyncio.StreamWriter] = set()
         self.port = 0
+        self.connections = 0
+        """TCP connections accepted so far (to check connection reuse)."""
 
     @property
     def url(self) -> str:
@@ -239,6 +241,7 @@ class LoopbackServer:
         assert task is not None
         self._tasks.add(task)
         self._writers.add(writer)
+        self.connections += 1
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

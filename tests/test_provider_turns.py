@@ -249,3 +249,20 @@ async def test_error_after_output_keeps_the_partial_text(loopback: LoopbackServe
     assert "stream failed after output" in (result.error or "")
     assert stored.role == "assistant" and stored.text == "Partial"
     assert len(loopback.requests) == 1
+
+
+async def test_models_from_strings_reuse_one_connection_across_steps(loopback: LoopbackServer, monkeypatch):
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-local")
+    loopback.enqueue(Reply.sse(oa_tool_call("call_p", "ping", "{}")), Reply.sse(oa_text("pong received")))
+    agent = Think(f"openai-compatible:local-model@{loopback.url}/v1", tools=[ping], load_entrypoints=False)
+    result = await agent.session("s").chat("ping?")
+    assert result.status == "completed" and result.text == "pong received"
+    assert len(loopback.requests) == 2
+    assert loopback.connections == 1  # the second step reused the first step's connection
+    assert loopback.requests[0].headers["authorization"] == "Bearer sk-local"
+    await agent.aclose()

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from .compaction import CompactionConfig, ContextOverflowConfig, RetryConfig, Summarizer
 from .dispatch import HookRelay
+from .models._http import SharedClient
 from .plugins import build_plugin_manager
 from .session import Session
 from .store import Store, open_store
@@ -61,6 +62,8 @@ class Think:
         summarizer: Optional[Summarizer] = None,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
+        # Models built from strings share one HTTP client (connection reuse), closed by aclose().
+        self._http = SharedClient()
         self.model = self.resolve_model(model) if model is not None else None
         self.system = system
         self.tools: dict[str, Tool] = {}
@@ -81,13 +84,13 @@ class Think:
         self.store: Store = open_store(store)
         self._sessions: dict[str, Session] = {}
 
-    @staticmethod
-    def resolve_model(spec: Any) -> Any:
+    def resolve_model(self, spec: Any) -> Any:
+        """A model object for ``spec`` (a model, or a model string)."""
         if hasattr(spec, "stream"):
             return spec
         from .models.resolve import resolve_model
 
-        return resolve_model(spec)
+        return resolve_model(spec, client=self._http)
 
     def session(self, session_id: str = "default") -> Session:
         """The session ``session_id`` (created on first use; ``configure_session`` fires once)."""
@@ -124,6 +127,7 @@ class Think:
                     await result
             except Exception:
                 logger.warning("plugin %r failed to close", self.plugin_manager.get_name(plugin), exc_info=True)
+        await self._http.aclose()
         self.close()
 
     def __enter__(self) -> "Think":

@@ -5,11 +5,12 @@ Kept private: the providers' public surface is their constructor and ``stream``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import json
 import ssl
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Mapping, Union
 from urllib.parse import urlsplit
 
 import httpx
@@ -56,11 +57,42 @@ def resolve_api_key(explicit: str | None, env_value: str | None, env_var: str, b
     )
 
 
+class SharedClient:
+    """One ``httpx.AsyncClient`` reused by every call of the models given it, so the steps of a
+    turn (and later turns) reuse warm connections instead of a TCP + TLS handshake each.
+
+    The client is created lazily inside the running event loop, because a client cannot move
+    between loops; its owner (``Think``) closes it with :meth:`aclose`.
+    """
+
+    def __init__(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def get(self) -> httpx.AsyncClient:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client.is_closed or self._loop is not loop:
+            self._client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=shared_ssl_context())
+            self._loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and not client.is_closed and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+
+
+AnyClient = Union[httpx.AsyncClient, SharedClient, None]
+
+
 @contextlib.asynccontextmanager
-async def client_for_call(client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> AsyncIterator[httpx.AsyncClient]:
+async def client_for_call(client: AnyClient, timeout: httpx.Timeout) -> AsyncIterator[httpx.AsyncClient]:
     """The caller's client when one was given (never closed here), else a client that lives
-    exactly as long as one call, so no socket outlives it. Pass a shared ``client=`` to a
-    model for connection reuse across calls."""
+    exactly as long as one call, so no socket outlives it. Pass a shared ``client=`` (an
+    ``httpx.AsyncClient`` or a :class:`SharedClient`) to a model for connection reuse."""
+    if isinstance(client, SharedClient):
+        yield client.get()
+        return
     if client is not None:
         yield client
         return
@@ -149,3 +181,18 @@ def invalid_event(provider: str, data: str) -> ProviderError:
     return ProviderError(
         f"invalid JSON in stream event: {data[:200]!r}", type="invalid_stream", body=data, provider=provider
     )
+
+
+async def finish_reading(events: AsyncIterator[Any], seconds: float = 1.0) -> None:
+    """Read what is left of a response after its end marker (``[DONE]``, ``message_stop``).
+
+    A response closed with bytes unread cannot go back to the connection pool: draining the
+    chunked terminator lets the next step reuse the connection. Bounded, because a server may
+    keep a stream open after its end marker; then the connection is simply not reused.
+    """
+    try:
+        async with asyncio.timeout(seconds):
+            async for _ in events:
+                pass
+    except (TimeoutError, httpx.HTTPError, ProviderError):
+        pass

@@ -40,6 +40,8 @@ from ..events import (
     Usage,
 )
 from ._http import (
+    finish_reading,
+    AnyClient,
     DEFAULT_TIMEOUT,
     call_timeout,
     client_for_call,
@@ -91,7 +93,7 @@ class AnthropicModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
+        client: "AnyClient" = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         max_retries: int = 2,
         retry_cap_seconds: float = 60.0,
@@ -252,6 +254,7 @@ class AnthropicModel:
                     usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
                 elif kind == "message_stop":
                     done = True
+                    await finish_reading(events)
                     break
                 elif kind == "error":
                     raise stream_error(data, self.provider, "an error occurred during streaming")

@@ -36,6 +36,8 @@ from ..events import (
     Usage,
 )
 from ._http import (
+    finish_reading,
+    AnyClient,
     DEFAULT_TIMEOUT,
     call_timeout,
     client_for_call,
@@ -87,7 +89,7 @@ class OpenAIChatModel:
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        client: httpx.AsyncClient | None = None,
+        client: "AnyClient" = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
         max_retries: int = 2,
         retry_cap_seconds: float = 60.0,
@@ -198,6 +200,7 @@ class OpenAIChatModel:
                 data = sse.data
                 if data.startswith("[DONE]"):
                     done = True
+                    await finish_reading(events)
                     break
                 try:
                     chunk = loads(data)

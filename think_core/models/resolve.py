@@ -26,11 +26,12 @@ from typing import Any, Callable
 import httpx
 
 from ..errors import ConfigurationError
+from ._http import AnyClient, SharedClient
 from .anthropic import AnthropicModel
 from .base import Model
 from .openai import OpenAIChatModel
 
-__all__ = ["register_model_prefix", "resolve_model"]
+__all__ = ["SharedClient", "register_model_prefix", "resolve_model"]
 
 ModelFactory = Callable[[str, "httpx.AsyncClient | None"], Any]
 """``factory(rest_of_the_string, client) -> Model``."""
@@ -45,7 +46,7 @@ def register_model_prefix(prefix: str, factory: ModelFactory) -> None:
     _FACTORIES[prefix] = factory
 
 
-def resolve_model(spec: "str | Model | Any", *, client: httpx.AsyncClient | None = None) -> Model:
+def resolve_model(spec: "str | Model | Any", *, client: "AnyClient" = None) -> Model:
     """A model object for ``spec`` (see the module docstring for the string forms).
 
     ``client`` is handed to the built-in providers for connection reuse.
@@ -69,15 +70,15 @@ def resolve_model(spec: "str | Model | Any", *, client: httpx.AsyncClient | None
     return factory(rest, client)
 
 
-def _openai(name: str, client: httpx.AsyncClient | None) -> Model:
+def _openai(name: str, client: "AnyClient") -> Model:
     return OpenAIChatModel(name, client=client)
 
 
-def _anthropic(name: str, client: httpx.AsyncClient | None) -> Model:
+def _anthropic(name: str, client: "AnyClient") -> Model:
     return AnthropicModel(name, client=client)
 
 
-def _openai_compatible(rest: str, client: httpx.AsyncClient | None) -> Model:
+def _openai_compatible(rest: str, client: "AnyClient") -> Model:
     match = _COMPATIBLE.match(rest)
     if match is None:
         raise ConfigurationError(
