@@ -99,6 +99,29 @@ def make(model: ScriptedModel, *plugins: Any, settings: dict | None = None) -> T
     return agent
 
 
+_created: list[Analytics] = []
+
+
+class TrackedAnalytics(Analytics):
+    """Analytics that registers itself, so a test can wait for its background writes."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _created.append(self)
+
+
+async def drain(agent: Think) -> None:
+    """Sinks are written in the background after a turn: wait for that before reading them."""
+    for plugin in agent.plugin_manager.get_plugins():
+        if isinstance(plugin, Analytics):
+            await plugin.drain()
+
+
+async def drain_all() -> None:
+    while _created:
+        await _created.pop().drain()
+
+
 def by_kind(points: list[DataPoint], kind: str) -> list[DataPoint]:
     return [p for p in points if p["kind"] == kind]
 
@@ -108,12 +131,13 @@ def by_kind(points: list[DataPoint], kind: str) -> list[DataPoint]:
 
 async def test_sqlite_sink_records_every_outcome_steps_and_the_turn(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
-    plugin = Analytics()
+    plugin = TrackedAnalytics()
     agent = make(four_outcomes(delay=0.005), Decider(), plugin, settings={"analytics": {"path": str(db)}})
     result = await agent.session("sess-1").chat("go")
+    await drain(agent)
     assert result.status == "completed"
 
-    points = read_sqlite_points(db)  # written by the end of the turn, no flush needed
+    points = read_sqlite_points(db)
     tools = {p["blobs"][0]: p for p in by_kind(points, "tool_call")}
     assert {name: p["blobs"][1] for name, p in tools.items()} == {
         "lookup": "executed", "wipe": "blocked", "broken": "failed", "cached": "substituted",
@@ -139,8 +163,9 @@ async def test_sqlite_sink_records_every_outcome_steps_and_the_turn(tmp_path: Pa
 
 async def test_jsonl_sink(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
-    agent = make(four_outcomes(), Decider(), Analytics({"sink": "jsonl", "path": str(path)}))
+    agent = make(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)}))
     await agent.session("s").chat("go")
+    await drain(agent)
     points = read_jsonl_points(path)
     assert [p["kind"] for p in points] == ["tool_call"] * 4 + ["step", "step", "turn"]
     assert sorted(p["blobs"][1] for p in by_kind(points, "tool_call")) == [
@@ -151,7 +176,8 @@ async def test_jsonl_sink(tmp_path: Path) -> None:
 async def test_error_turn_is_recorded_with_its_status(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     model = ScriptedModel([Step(error=RuntimeError("model exploded"))])
-    result = await make(model, Analytics({"path": str(db)})).session("s").chat("go")
+    result = await make(model, TrackedAnalytics({"path": str(db)})).session("s").chat("go")
+    await drain_all()
     assert result.status == "error"
     (turn,) = by_kind(read_sqlite_points(db), "turn")
     assert turn["blobs"][0] == "error"
@@ -170,7 +196,8 @@ async def test_latency_survives_a_hidden_before_turn(tmp_path: Path) -> None:
 
     db = tmp_path / "a.db"
     model = ScriptedModel(["one two three four five six"], delay=0.01)
-    await make(model, Analytics({"path": str(db)}), DecidesTurn()).session("s").chat("go")
+    await make(model, TrackedAnalytics({"path": str(db)}), DecidesTurn()).session("s").chat("go")
+    await drain_all()
     (turn,) = by_kind(read_sqlite_points(db), "turn")
     assert turn["doubles"][0] >= 60
 
@@ -191,8 +218,9 @@ class CrashingSink:
 
 async def test_a_crashing_sink_never_fails_a_turn(caplog: pytest.LogCaptureFixture) -> None:
     sink = CrashingSink()
-    plugin = Analytics(sink=sink)
+    plugin = TrackedAnalytics(sink=sink)
     result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+    await drain_all()
     assert result.status == "completed" and result.text == "all done now"
     assert sink.calls == 1
     assert plugin.dropped == 7 and plugin.queued == 0
@@ -203,8 +231,9 @@ async def test_a_crashing_sink_never_fails_a_turn(caplog: pytest.LogCaptureFixtu
 
 
 async def test_unwritable_sqlite_path_never_fails_a_turn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    plugin = Analytics({"path": str(tmp_path / "missing-dir" / "a.db")})
+    plugin = TrackedAnalytics({"path": str(tmp_path / "missing-dir" / "a.db")})
     result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+    await drain_all()
     assert result.status == "completed"
     assert plugin.dropped == 7
     assert any("dropped 7 data point(s)" in r.getMessage() for r in caplog.records if r.name == LOGGER)
@@ -225,9 +254,10 @@ def http_settings(url: str, **extra: Any) -> dict[str, Any]:
 
 async def test_http_sink_retries_a_failed_post_then_delivers(collector: LoopbackServer) -> None:
     collector.enqueue(Reply(status=503))
-    plugin = Analytics(http_settings(collector.url + "/ingest", headers={"authorization": "Bearer t"}))
+    plugin = TrackedAnalytics(http_settings(collector.url + "/ingest", headers={"authorization": "Bearer t"}))
     try:
         result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await drain_all()
         assert result.status == "completed"
         await plugin.flush()
     finally:
@@ -244,21 +274,22 @@ async def test_http_sink_retries_a_failed_post_then_delivers(collector: Loopback
 
 async def test_http_sink_never_makes_the_turn_wait(collector: LoopbackServer) -> None:
     collector.enqueue(Reply(status=200, delay=0.3))
-    plugin = Analytics(http_settings(collector.url))
+    plugin = TrackedAnalytics(http_settings(collector.url))
     try:
         result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
         assert result.status == "completed"
         assert plugin.written == 0  # still on its way
-        await plugin.flush()
+        await plugin.drain()
         assert plugin.written == 7
     finally:
         await plugin.aclose()
 
 
 async def test_http_sink_batches(collector: LoopbackServer) -> None:
-    plugin = Analytics(http_settings(collector.url, batch_size=3))
+    plugin = TrackedAnalytics(http_settings(collector.url, batch_size=3))
     try:
         await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await drain_all()
         await plugin.flush()
     finally:
         await plugin.aclose()
@@ -273,9 +304,10 @@ def closed_port() -> int:
 
 
 async def test_down_collector_drops_points_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    plugin = Analytics(http_settings(f"http://127.0.0.1:{closed_port()}/ingest", max_retries=2))
+    plugin = TrackedAnalytics(http_settings(f"http://127.0.0.1:{closed_port()}/ingest", max_retries=2))
     try:
         result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await drain_all()
         assert result.status == "completed" and result.text == "all done now"
         await plugin.flush()
     finally:
@@ -289,9 +321,10 @@ async def test_collector_refusing_a_batch_is_not_retried(
     collector: LoopbackServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     collector.enqueue(Reply.json({"error": "bad"}, status=400))
-    plugin = Analytics(http_settings(collector.url))
+    plugin = TrackedAnalytics(http_settings(collector.url))
     try:
         await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await drain_all()
         await plugin.flush()
     finally:
         await plugin.aclose()
@@ -302,9 +335,10 @@ async def test_collector_refusing_a_batch_is_not_retried(
 async def test_full_queue_drops_the_oldest_with_a_warning(
     collector: LoopbackServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    plugin = Analytics(http_settings(collector.url, max_queue=3))
+    plugin = TrackedAnalytics(http_settings(collector.url, max_queue=3))
     try:
         await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await drain_all()
         await plugin.flush()
     finally:
         await plugin.aclose()
@@ -317,12 +351,12 @@ async def test_full_queue_drops_the_oldest_with_a_warning(
 
 def test_http_sink_needs_a_url() -> None:
     with pytest.raises(ConfigurationError, match="'analytics'.*url"):
-        Think(ScriptedModel([]), plugins=[Analytics()], load_entrypoints=False, settings={"analytics": {"sink": "http"}})
+        Think(ScriptedModel([]), plugins=[TrackedAnalytics()], load_entrypoints=False, settings={"analytics": {"sink": "http"}})
 
 
 def test_unknown_setting_is_rejected() -> None:
     with pytest.raises(ConfigurationError, match="'analytics'.*snk"):
-        Think(ScriptedModel([]), plugins=[Analytics()], load_entrypoints=False, settings={"analytics": {"snk": "x"}})
+        Think(ScriptedModel([]), plugins=[TrackedAnalytics()], load_entrypoints=False, settings={"analytics": {"snk": "x"}})
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -368,8 +402,9 @@ def test_summarize() -> None:
 
 async def test_report_command_reads_the_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "a.db"
-    agent = make(four_outcomes(), Decider(), Analytics({"path": str(db)}))
+    agent = make(four_outcomes(), Decider(), TrackedAnalytics({"path": str(db)}))
     await agent.session("s").chat("go")
+    await drain(agent)
 
     assert main(["analytics", "report", "--db", str(db), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -394,6 +429,29 @@ def test_report_command_on_a_missing_database(tmp_path: Path, capsys: pytest.Cap
 
 async def test_report_command_reads_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "a.jsonl"
-    await make(four_outcomes(), Decider(), Analytics({"sink": "jsonl", "path": str(path)})).session("s").chat("go")
+    await make(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)})).session("s").chat("go")
+    await drain_all()
     assert main(["analytics", "report", "--jsonl", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["turns"]["total"] == 1
+
+
+async def test_sqlite_sink_never_makes_the_turn_wait(tmp_path: Path) -> None:
+    """A locked analytics database delays only the background write, never the turn."""
+    import sqlite3
+
+    db = tmp_path / "locked.db"
+    plugin = TrackedAnalytics({"path": str(db)})
+    agent = make(four_outcomes(), Decider(), plugin)
+    await agent.session("warm").chat("go")  # creates the schema
+    await plugin.drain()
+    locker = sqlite3.connect(db)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        assert result.status == "completed"
+        assert plugin.written == 7  # the second turn's points are still waiting for the lock
+    finally:
+        locker.rollback()
+        locker.close()
+    await plugin.drain()
+    assert plugin.written == 14

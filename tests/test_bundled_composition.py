@@ -137,6 +137,7 @@ async def test_cached_answer_cannot_bypass_read_only_mode(entry_points: None, tm
     assert outputs(model)[-1] == "tea costs 3"
     assert cache.stats.hits == 1 and tools.ran["set_price"] == 1
 
+    await plugin(agent, "analytics").drain()  # its sink is written in the background
     outcomes = [
         p["blobs"][1]
         for p in read_sqlite_points(tmp_path / "analytics.db")
@@ -162,6 +163,7 @@ async def test_read_only_tool_cached_destructive_tool_invalidates_and_every_outc
     assert tools.ran == Counter({"get_price": 2, "delete_item": 1})
     assert plugin(agent, "tool_cache").stats.invalidations == 1
 
+    await plugin(agent, "analytics").drain()  # its sink is written in the background
     points = read_sqlite_points(tmp_path / "analytics.db")
     recorded = [tuple(p["blobs"]) for p in points if p["kind"] == "tool_call"]
     assert recorded == [
@@ -180,6 +182,7 @@ async def test_crashing_analytics_sink_never_fails_a_turn(
     agent = make(tmp_path, model, tools, analytics={"path": str(tmp_path / "no-such-dir" / "a.db")})
     result = await agent.session("s").chat("go")
     assert result.status == "completed" and result.text == "ok"
+    await plugin(agent, "analytics").drain()
     assert plugin(agent, "analytics").dropped == 4
     assert any(
         r.name == "think.plugins.analytics" and r.levelno == logging.WARNING and "dropped 4" in r.getMessage()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Sequence, Union
 
@@ -127,11 +128,12 @@ async def summarize_with_model(model: Any, messages: Sequence[UIMessage], budget
         messages=[UserMessage(content=transcript(messages, budget_tokens))],
     )
     text: list[str] = []
-    async for event in model.stream(request):
-        if event.type == "text-delta":
-            text.append(event.text)
-        elif event.type == "error":
-            raise event.error
+    async with aclosing(model.stream(request)) as events:
+        async for event in events:
+            if event.type == "text-delta":
+                text.append(event.text)
+            elif event.type == "error":
+                raise event.error
     return "".join(text).strip()
 
 

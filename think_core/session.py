@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
@@ -71,6 +72,7 @@ class Session:
         self._compact_after: Optional[tuple[int, Optional[TokenCounter]]] = None
         self.compaction_events: list[CompactionResult] = []
         self.last_input_tokens = 0  # input tokens of the latest step, for the proactive guard
+        self._background: set[asyncio.Task] = set()
 
     def __repr__(self) -> str:
         return f"<Session {self.id!r}>"
@@ -86,14 +88,17 @@ class Session:
         """Fire ``configure_session`` (once per process) and start recovering durable submissions.
         Every entry path awaits this; call it yourself to surface plugin errors early."""
         if self._opened is None:
-            self._opened = asyncio.get_running_loop().create_future()
+            opening = self._opened = asyncio.get_running_loop().create_future()
             try:
                 await self.agent.hooks.configure_session(self)
             except BaseException as exc:
-                self._opened.set_exception(exc)
-                self._opened.exception()  # mark retrieved: the error is raised to every caller below
+                # Callers waiting on this attempt get its error; the next caller tries again
+                # (a cancelled or failed first open must not break the session for good).
+                self._opened = None
+                opening.set_exception(exc)
+                opening.exception()  # retrieved: each waiter re-raises it below
                 raise
-            self._opened.set_result(None)
+            opening.set_result(None)
             self._after_open()
             return self
         await asyncio.shield(self._opened)
@@ -130,7 +135,8 @@ class Session:
         request_id: Optional[str] = None,
     ) -> TurnResult:
         """Run a turn for ``input`` (a string, a UI message or a list) and return its result.
-        ``on_event`` receives every UI message stream chunk as it is produced."""
+        ``on_event`` (a plain function) receives every UI message stream chunk as it is produced."""
+        _check_callback(on_event)
         return await self._run_turn(
             _TurnRequest("chat", coerce_messages(input), body=body, emit=on_event, request_id=request_id)
         )
@@ -232,6 +238,7 @@ class Session:
         """Settle a pending client tool call with ``output`` (or ``error``). When every pending
         call of that assistant message is settled and ``auto_continue`` is set, an
         auto-continuation turn runs and its result is returned."""
+        _check_callback(on_event)
         await self.open()
 
         def settle(part: dict[str, Any]) -> None:
@@ -255,6 +262,7 @@ class Session:
     ) -> Optional[TurnResult]:
         """Answer an approval request. An approved call runs at the start of the continuation
         (``before_tool_call`` still has the final say); a denied one is answered with an error."""
+        _check_callback(on_event)
         await self.open()
 
         def settle(part: dict[str, Any]) -> None:
@@ -274,8 +282,41 @@ class Session:
         on_event: Optional[Callable[[dict[str, Any]], Any]],
         request_id: Optional[str],
     ) -> Optional[TurnResult]:
+        # The read-modify-write holds the turn lock, so it never interleaves with a turn that is
+        # writing the same message (one still streaming, or one running approved calls). From
+        # inside a turn of this session the lock is already ours.
+        if _TURN_OWNER.get() is self:
+            return await self._settle_locked(tool_call_id, settle, auto_continue, on_event, request_id)
+        async with self._lock:
+            found = self._apply_settlement(tool_call_id, settle)
+        if found and auto_continue:
+            return await self._run_turn(
+                _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+            )
+        return None
+
+    async def _settle_locked(
+        self,
+        tool_call_id: str,
+        settle: Callable[[dict[str, Any]], None],
+        auto_continue: bool,
+        on_event: Optional[Callable[[dict[str, Any]], Any]],
+        request_id: Optional[str],
+    ) -> Optional[TurnResult]:
+        if self._apply_settlement(tool_call_id, settle) and auto_continue:
+            # A continuation cannot run inside the current turn: queue it durably instead.
+            logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
+            task = asyncio.get_running_loop().create_task(
+                self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)),
+                context=contextvars.Context(),
+            )
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return None
+
+    def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], None]) -> bool:
+        """Settle the call's part; True when that completed its message's batch of pending calls."""
         store = self.agent.store
-        # Read-modify-write with no await in between: atomic with respect to other tasks.
         for message in reversed(store.list_messages(self.id)):
             if message.role != "assistant":
                 continue
@@ -283,14 +324,11 @@ class Session:
             if part is None:
                 continue
             if part.get("state") not in PENDING_TOOL_STATES or part.get("state") == "approval-responded":
-                return None  # already settled: a repeated result is ignored
+                return False  # already settled: a repeated result is ignored
             settle(part)
             store.upsert_message(self.id, message)
-            waiting = [p for p in message.parts if is_tool_part(p) and p.get("state") in ("input-available", "approval-requested")]
-            if waiting or not auto_continue:
-                return None
-            return await self._run_turn(
-                _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+            return not any(
+                is_tool_part(p) and p.get("state") in ("input-available", "approval-requested") for p in message.parts
             )
         raise KeyError(f"no tool call {tool_call_id!r} in session {self.id!r}")
 
@@ -303,8 +341,12 @@ class Session:
             self.agent.store.clear_messages(self.id)
 
     async def aclose(self) -> None:
-        """Stop this session's background drain (pending submissions stay in the store)."""
+        """Stop this session's background work (pending submissions stay in the store)."""
         await self._submissions.aclose()
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     # -- cancellation -----------------------------------------------------------------------------
     def cancel(self, request_id: str) -> bool:
@@ -419,14 +461,16 @@ class Session:
                 outcome = await self._fail(TurnFailed(exc, "persist"), request_id, builder, persisted=False)
                 return outcome, None
             outcome = await self._drive(request, request_id, body, builder)
-        except asyncio.CancelledError:
-            builder.abort()
             message = self._persist(builder)
+            # A cancel arriving now (the answer is already persisted) ends here as well.
+            await self._compact_between_turns()
+        except asyncio.CancelledError:
+            if not builder.persisted:
+                builder.abort()
+                self._persist(builder)
             if _absorb_cancel(handle):
-                return TurnOutcome("aborted", error_text="aborted"), message
+                return TurnOutcome("aborted", error_text="aborted"), builder.persisted
             raise
-        message = self._persist(builder)
-        await self._compact_between_turns()
         return outcome, message
 
     async def _drive(
@@ -543,7 +587,15 @@ class Session:
             return None
         message = builder.message()
         self.agent.store.upsert_message(self.id, message)
+        builder.persisted = message
         return message
+
+
+def _check_callback(on_event: Any) -> None:
+    """``on_event`` runs on the hot path, synchronously, per chunk: a coroutine function would
+    never be awaited. Use ``session.stream()`` to consume chunks asynchronously."""
+    if on_event is not None and (inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(getattr(on_event, "__call__", None))):
+        raise TypeError("on_event must be a plain function (use session.stream() for async consumption)")
 
 
 def _absorb_cancel(handle: _ActiveTurn) -> bool:

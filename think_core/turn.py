@@ -31,7 +31,7 @@ from .models.base import (
 )
 from .compaction import compact_session
 from .messages import is_tool_part, to_model_messages, tool_name_of
-from .models.retry import parse_retry_after
+from .models.retry import is_retryable, parse_retry_after
 from .tool_calls import ToolCallRunner
 from .tools import Tool, client_tools_from
 from .types import (
@@ -155,7 +155,11 @@ class Turn:
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
 
-        model = agent.resolve_model(config.model) if config.model is not None else agent.model
+        try:
+            model = agent.resolve_model(config.model) if config.model is not None else agent.model
+            extra_tools = _checked_tools(config.tools)
+        except Exception as exc:  # a bad TurnConfig fails the turn, like a raising hook
+            raise TurnFailed(exc, "turn") from exc
         if model is None:
             raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
         system = config.system if config.system is not None else ctx.system
@@ -163,9 +167,7 @@ class Turn:
         self.base_messages = _with_continue_checkpoint(
             list(config.messages) if config.messages is not None else ctx.messages
         )
-        if config.tools:
-            for extra in config.tools:
-                tools[extra.name] = extra
+        tools.update(extra_tools)
         active_tools = config.active_tools
         tool_choice = config.tool_choice
         max_steps = config.max_steps if config.max_steps is not None else agent.max_steps
@@ -193,7 +195,10 @@ class Turn:
                 raise TurnFailed(exc, "turn") from exc
             if step_config is not None:
                 if step_config.model is not None:
-                    step_model = agent.resolve_model(step_config.model)
+                    try:
+                        step_model = agent.resolve_model(step_config.model)
+                    except Exception as exc:
+                        raise TurnFailed(exc, "turn") from exc
                 if step_config.system is not None:
                     step_system = step_config.system
                 if step_config.messages is not None:
@@ -276,7 +281,7 @@ class Turn:
     async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
         """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
         policy = self.agent.retry
-        max_retries = 0 if getattr(model, "retries_before_output", False) else policy.max_retries
+        transport_retries = getattr(model, "retries_before_output", False)
         attempt = 0
         while True:
             try:
@@ -291,8 +296,10 @@ class Turn:
                     ),
                 )
                 failure.classified = True
-                if failure.classification not in ("transient", "rate_limit") or attempt >= max_retries:
+                if failure.classification not in ("transient", "rate_limit") or attempt >= policy.max_retries:
                     raise
+                if transport_retries and is_retryable(failure.error):
+                    raise  # the provider already retried this one; retrying again multiplies attempts
                 attempt += 1
                 delay = retry_delay(failure.error, attempt, policy)
                 logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
@@ -392,6 +399,15 @@ class Turn:
 
 
 _CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
+
+
+def _checked_tools(extra: Optional[list[Any]]) -> dict[str, Tool]:
+    tools: dict[str, Tool] = {}
+    for item in extra or ():
+        if not isinstance(item, Tool):
+            raise TypeError(f"TurnConfig.tools must hold Tool objects (use @tool), got {item!r}")
+        tools[item.name] = item
+    return tools
 
 
 def _with_continue_checkpoint(messages: list[ModelMessage]) -> list[ModelMessage]:

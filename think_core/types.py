@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .events import Chunk, Usage
 from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
@@ -47,6 +47,21 @@ class UIMessage(BaseModel):
     role: Literal["user", "assistant", "system"]
     parts: list[dict[str, Any]] = Field(default_factory=list)
     metadata: Optional[dict[str, Any]] = None
+
+    @field_validator("parts")
+    @classmethod
+    def _check_parts(cls, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        # Refused here, at the boundary, so a malformed message is a clear error for the
+        # caller instead of a history that breaks every later turn of the session.
+        for index, part in enumerate(parts):
+            kind = part.get("type")
+            if not isinstance(kind, str) or not kind:
+                raise ValueError(f"part {index} needs a string 'type'")
+            if kind in ("text", "reasoning") and not isinstance(part.get("text", ""), str):
+                raise ValueError(f"part {index} ({kind}) needs a string 'text'")
+            if (kind.startswith("tool-") or kind == "dynamic-tool") and not isinstance(part.get("toolCallId"), str):
+                raise ValueError(f"part {index} ({kind}) needs a string 'toolCallId'")
+        return parts
 
     @property
     def text(self) -> str:

@@ -27,6 +27,7 @@ class AssistantMessageBuilder:
         self._pieces: list[str] = []
         self._block_counter = 0
         self._tool_parts: dict[str, dict[str, Any]] = {}
+        self.persisted: Optional[UIMessage] = None  # set by the session once stored
 
     @classmethod
     def resume(cls, message: UIMessage, emit: Emit = None) -> "AssistantMessageBuilder":

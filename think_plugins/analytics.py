@@ -29,13 +29,13 @@ Turn latency
 
 Sinks (``sink`` setting)
     ``sqlite`` (default, ``path`` or ``think-analytics.db``) and ``jsonl`` (``path`` or
-    ``think-analytics.jsonl``) are written at the end of each turn, from a worker thread, after
-    the turn's lock was released. ``http`` (``url``) is written by a background task: points are
+    ``think-analytics.jsonl``) are written after each turn by a background task (in a worker
+    thread), which no turn waits for. ``http`` (``url``) is written by a background task: points are
     POSTed in batches of ``batch_size`` as ``{"points": [...]}``, retried with exponential
     backoff on connection errors, 408, 425, 429 and 5xx, and dropped with a logged warning once
     the retries are spent. Points wait in a queue bounded by ``max_queue``; when it is full the
-    oldest are dropped (logged). Call ``await plugin.flush()`` to deliver what is queued and
-    ``await plugin.aclose()`` before the event loop ends.
+    oldest are dropped (logged). ``await plugin.drain()`` delivers what is queued;
+    ``await agent.aclose()`` (which calls ``plugin.aclose()``) does so before the loop ends.
 """
 
 from __future__ import annotations
@@ -453,10 +453,8 @@ class Analytics:
             )
         except Exception:
             logger.exception("analytics: could not record a turn")
-        if self.sink.background:
-            self._flush_in_background()
-        else:
-            await self.flush()
+        # Never on the turn's path: a slow or locked sink must not delay the caller.
+        self._flush_in_background()
 
     # -- delivery -----------------------------------------------------------------------------
     def _flush_lock(self) -> asyncio.Lock:
@@ -502,11 +500,15 @@ class Analytics:
                     return
                 self.written += len(batch)
 
-    async def aclose(self) -> None:
-        """Wait for background flushes, deliver what is left (once), close the sink."""
+    async def drain(self) -> None:
+        """Wait for background flushes and deliver what is queued (e.g. before reading the sink)."""
         while pending := [task for task in self._tasks if not task.done()]:
             await asyncio.gather(*pending, return_exceptions=True)
         await self.flush()
+
+    async def aclose(self) -> None:
+        """Deliver what is left (once), then close the sink. ``await agent.aclose()`` calls it."""
+        await self.drain()
         if self._queue:
             self.dropped += len(self._queue)
             logger.warning("analytics: dropped %d undelivered data point(s) at close", len(self._queue))

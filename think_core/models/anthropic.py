@@ -206,6 +206,8 @@ class AnthropicModel:
                     data = loads(sse.data)
                 except ValueError:
                     raise invalid_event(self.provider, sse.data) from None
+                if not isinstance(data, dict):
+                    raise invalid_event(self.provider, sse.data)
                 kind = data.get("type") or sse.event
                 if kind == "content_block_delta":
                     delta = data.get("delta") or {}

@@ -216,8 +216,15 @@ class OpenAIChatModel:
                     fingerprint = chunk.get("system_fingerprint")
                 if chunk.get("usage"):
                     usage = chunk["usage"]
-                for choice in chunk.get("choices") or ():
+                choices = chunk.get("choices") or ()
+                if not isinstance(choices, (list, tuple)):
+                    raise invalid_event(self.provider, data)
+                for choice in choices:
+                    if not isinstance(choice, dict):
+                        raise invalid_event(self.provider, data)
                     delta = choice.get("delta")
+                    if delta is not None and not isinstance(delta, dict):
+                        raise invalid_event(self.provider, data)
                     if delta:
                         content = delta.get("content")
                         if content:
