@@ -253,7 +253,7 @@ CHILD = textwrap.dedent(
 
     async def main():
         model = ScriptedModel([Step(text=" ".join(["slow"] * 1000))], delay=0.05)
-        agent = Think(model, store=sys.argv[1], load_entrypoints=False)
+        agent = Think(model, store=sys.argv[1], load_entrypoints=False, submission_lease=1.0)
         session = agent.session("durable")
         accepted = await session.submit_messages("please answer", idempotency_key="crash-key")
         print(accepted.submission_id, flush=True)
@@ -284,6 +284,7 @@ async def test_a_submission_survives_sigkill_mid_turn(tmp_path):
         await asyncio.sleep(0.2)  # mid-stream
         child.send_signal(signal.SIGKILL)
         child.wait(5)
+        await asyncio.sleep(1.1)  # the dead process's lease on the submission expires
     finally:
         if child.poll() is None:
             child.kill()
@@ -291,7 +292,7 @@ async def test_a_submission_survives_sigkill_mid_turn(tmp_path):
         child.stdout.close()
 
     model = ScriptedModel(["Recovered answer."])
-    agent = Think(model, store=db, load_entrypoints=False)
+    agent = Think(model, store=db, load_entrypoints=False, submission_lease=1.0)
     session = agent.session("durable")
     await session.open()
     done = await session.wait_for_submission(submission_id, timeout=5)
@@ -315,3 +316,28 @@ async def test_clear_waits_for_cancelled_turns_so_nothing_reappears():
     await session.clear()
     assert (await running).status == "aborted"
     assert await session.messages() == []
+
+
+async def test_a_live_process_keeps_its_running_submission(tmp_path):
+    """A second agent opening the same session must not run a submission another live agent is
+    running (its heartbeat is fresh); it recovers it only once the lease expired."""
+    db = str(tmp_path / "shared.db")
+    slow = ScriptedModel([Step(text=" ".join(["working"] * 40))], delay=0.02)
+    owner = Think(slow, store=db, load_entrypoints=False, submission_lease=0.3)
+    owner_session = owner.session("s")
+    accepted = await owner_session.submit_messages("long job")
+    while (await owner_session.inspect_submission(accepted.submission_id)).status != "running":
+        await asyncio.sleep(0.01)
+
+    other_model = ScriptedModel(["should not run"])
+    other = Think(other_model, store=db, load_entrypoints=False, submission_lease=0.3)
+    await asyncio.sleep(0.4)  # longer than the lease: only the heartbeat keeps it claimed
+    await other.session("s").open()
+    done = await owner_session.wait_for_submission(accepted.submission_id, timeout=10)
+    assert done.status == "completed"
+    await asyncio.sleep(0.05)
+    assert other_model.requests == []
+    texts = [m.text for m in await owner_session.messages()]
+    assert texts[0] == "long job" and len(texts) == 2
+    await owner.aclose()
+    await other.aclose()

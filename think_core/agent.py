@@ -41,6 +41,8 @@ class Think:
         "summary_budget_tokens": 8000}``.
     :param summarizer: ``fn(messages, budget_tokens) -> str`` (sync or async) used instead of the
         model to summarise compacted messages.
+    :param submission_lease: seconds a running durable submission stays claimed without a
+        heartbeat; after that, a process that opens the session recovers it (its owner died).
     """
 
     def __init__(
@@ -60,6 +62,7 @@ class Think:
         retry: RetryConfig | Mapping[str, Any] | None = None,
         compaction: CompactionConfig | Mapping[str, Any] | None = None,
         summarizer: Optional[Summarizer] = None,
+        submission_lease: float = 30.0,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
         # Models built from strings share one HTTP client (connection reuse), closed by aclose().
@@ -77,6 +80,9 @@ class Think:
         self.retry = RetryConfig.model_validate(retry or {})
         self.compaction = CompactionConfig.model_validate(compaction or {})
         self.summarizer = summarizer
+        if submission_lease <= 0:
+            raise ValueError("submission_lease must be positive")
+        self.submission_lease = submission_lease
         self.plugin_manager = build_plugin_manager(
             load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
         )

@@ -145,7 +145,8 @@ class Store(Protocol):
     def finish_submission(
         self, session_id: str, submission_id: str, status: str, error: Optional[str] = None
     ) -> bool: ...
-    def recover_submissions(self, session_id: str) -> list[Submission]: ...
+    def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
+    def recover_submissions(self, session_id: str, *, stale_after: Optional[float] = None) -> list[Submission]: ...
     def pending_session_ids(self) -> list[str]: ...
 
     # key/value engine state
@@ -193,6 +194,7 @@ CREATE TABLE IF NOT EXISTS submissions (
     created_at REAL NOT NULL,
     started_at REAL,
     completed_at REAL,
+    heartbeat_at REAL,
     UNIQUE (session_id, submission_id),
     UNIQUE (session_id, idempotency_key)
 );
@@ -701,13 +703,26 @@ class SQLiteStore:
             ).fetchone()
             if row is None:
                 return None
+            now = time.time()
             conn.execute(
-                "UPDATE submissions SET status = 'running', started_at = ? "
+                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
-                (time.time(), session_id, row[0]),
+                (now, now, session_id, row[0]),
             )
             claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
         return self._submission(claimed) if claimed is not None else None
+
+    def heartbeat_submission(self, session_id: str, submission_id: str) -> bool:
+        """Renew the lease of a ``running`` submission: recovery in another process leaves a
+        row alone while its heartbeat is fresh. Returns whether the row is still running."""
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET heartbeat_at = ? "
+                    "WHERE session_id = ? AND submission_id = ? AND status = 'running'",
+                    (time.time(), session_id, submission_id),
+                ).rowcount
+            )
 
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
@@ -771,18 +786,19 @@ class SQLiteStore:
         * messages applied → left ``running`` and returned: the engine runs a recovery turn
           and finishes them.
 
-        ``stale_after`` (seconds) limits recovery to rows started at least that long ago, so
-        a live process draining the same session is not disturbed."""
+        ``stale_after`` (seconds) limits recovery to rows whose last heartbeat (or start) is at
+        least that old, so a live process draining the same session is not disturbed."""
         now = time.time()
         needs_turn: list[Submission] = []
         with self._write() as conn:
             rows = conn.execute(
-                f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
+                f"SELECT {_SUBMISSION_COLUMNS}, heartbeat_at FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
                 (session_id,),
             ).fetchall()
             for row in rows:
-                if stale_after is not None and (row["started_at"] or 0) > now - stale_after:
+                last_seen = row["heartbeat_at"] or row["started_at"] or 0
+                if stale_after is not None and last_seen > now - stale_after:
                     continue
                 sub = self._submission(row)
                 if not sub.messages_applied:

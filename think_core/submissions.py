@@ -40,8 +40,11 @@ class SubmissionQueue:
         self._changed = asyncio.Event()
 
     def recover(self) -> None:
-        """Called once when the session opens in this process."""
-        self._recovery = self.store.recover_submissions(self.session.id)
+        """Called once when the session opens in this process. Rows another live process is
+        running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
+        self._recovery = self.store.recover_submissions(
+            self.session.id, stale_after=self.session.agent.submission_lease
+        )
         if self._recovery or self.store.list_submissions(self.session.id, status="pending", limit=1):
             self.kick()
 
@@ -102,6 +105,8 @@ class SubmissionQueue:
             should_apply=still_running,
             extras={"submission": row, "recovering": recovering},
         )
+        store.heartbeat_submission(session.id, sid)  # a recovered row's lease is ours from now
+        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(sid))
         try:
             result = await session._run_turn(request)
         except asyncio.CancelledError:
@@ -114,7 +119,17 @@ class SubmissionQueue:
                 store.finish_submission(session.id, sid, "aborted", error="cancelled before it ran")
             else:
                 store.finish_submission(session.id, sid, result.status, error=result.error)
+        finally:
+            heartbeat.cancel()
+            await asyncio.gather(heartbeat, return_exceptions=True)
         self._notify()
+
+    async def _heartbeat(self, submission_id: str) -> None:
+        """Renew the submission's lease while its turn runs (three times per lease)."""
+        interval = self.session.agent.submission_lease / 3
+        while True:
+            await asyncio.sleep(interval)
+            self.store.heartbeat_submission(self.session.id, submission_id)
 
     def _notify(self) -> None:
         self._changed.set()
