@@ -554,3 +554,16 @@ async def test_tools_with_postponed_annotations_and_model_arguments():
     agent = Think(model, tools=[distance], load_entrypoints=False)
     await agent.session("s").chat("how far?")
     assert model.requests[1].messages[-1].output == 5.0
+
+
+async def test_idle_sessions_are_not_kept_forever_but_a_session_in_use_is_never_duplicated():
+    import gc
+
+    agent = Think(ScriptedModel(["ok"], repeat=True), load_entrypoints=False, max_idle_sessions=2)
+    held = agent.session("held")  # referenced here, as a server connection would
+    for i in range(5):
+        await agent.session(f"s{i}").chat("hi")
+    gc.collect()
+    assert set(agent.sessions) <= {"held", "s3", "s4"}
+    assert "held" in agent.sessions and agent.session("held") is held
+    assert [m.text for m in await agent.session("s0").messages()] == ["hi", "ok"]  # reopened from the store

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import weakref
+from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Optional
 
 from .compaction import CompactionConfig, ContextOverflowConfig, RetryConfig, Summarizer
@@ -41,6 +43,8 @@ class Think:
         "summary_budget_tokens": 8000}``.
     :param summarizer: ``fn(messages, budget_tokens) -> str`` (sync or async) used instead of the
         model to summarise compacted messages.
+    :param max_idle_sessions: idle sessions kept in memory (least recently used dropped first;
+        a dropped session is reopened on next use, and ``configure_session`` fires again).
     :param submission_lease: seconds a running durable submission stays claimed without a
         heartbeat; after that, a process that opens the session recovers it (its owner died).
     """
@@ -63,6 +67,7 @@ class Think:
         compaction: CompactionConfig | Mapping[str, Any] | None = None,
         summarizer: Optional[Summarizer] = None,
         submission_lease: float = 30.0,
+        max_idle_sessions: int = 1000,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
         # Models built from strings share one HTTP client (connection reuse), closed by aclose().
@@ -88,7 +93,12 @@ class Think:
         )
         self.hooks = HookRelay(self.plugin_manager)
         self.store: Store = open_store(store)
-        self._sessions: dict[str, Session] = {}
+        # Sessions in use (a running turn, a drain, a server connection) are found through weak
+        # references, so there is never a second Session object for one id; only the most
+        # recently used idle ones are kept alive, so a long-running server does not grow forever.
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._recent: OrderedDict[str, Session] = OrderedDict()
+        self.max_idle_sessions = max_idle_sessions
 
     def resolve_model(self, spec: Any) -> Any:
         """A model object for ``spec`` (a model, or a model string)."""
@@ -104,6 +114,10 @@ class Think:
         if session is None:
             session = self._session_class()(self, session_id)
             self._sessions[session_id] = session
+        self._recent[session_id] = session
+        self._recent.move_to_end(session_id)
+        while len(self._recent) > self.max_idle_sessions:
+            self._recent.popitem(last=False)
         return session
 
     def _session_class(self) -> type[Session]:

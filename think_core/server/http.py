@@ -65,7 +65,7 @@ async def read_json(request: Request, max_bytes: int) -> Any:
             raise HTTPError(413, f"request body exceeds {max_bytes} bytes", "payload_too_large")
     try:
         return json.loads(data)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
 
 
@@ -197,7 +197,8 @@ def check_session_id(session_id: str) -> None:
 
 async def session_messages(agent: Think, session_id: str) -> Response:
     check_session_id(session_id)
-    messages = await agent.session(session_id).messages()
+    # Read the store directly: a read must not open (and keep in memory) a session.
+    messages = agent.store.list_messages(session_id)
     return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
 
 
@@ -211,10 +212,5 @@ async def session_submissions(agent: Think, session_id: str, status: Optional[st
             raise HTTPError(400, "'limit' must be an integer", "invalid_request") from None
         if n < 1:
             raise HTTPError(400, "'limit' must be at least 1", "invalid_request")
-    session = agent.session(session_id)
-    lister = getattr(session, "list_submissions", None)
-    if lister is not None:
-        rows = await lister(status=status, limit=n)
-    else:
-        rows = agent.store.list_submissions(session_id, status=status, limit=n)
+    rows = agent.store.list_submissions(session_id, status=status, limit=n)
     return JSONResponse({"id": session_id, "submissions": [json.loads(r.model_dump_json()) for r in rows]})

@@ -128,9 +128,10 @@ class SessionHub:
         return list(self._tasks.get(session_id, ()))
 
     async def wait_idle(
-        self, session_id: str, *, kind: Optional[str] = None, exclude: Optional[asyncio.Task] = None, timeout: float = 60.0
+        self, session_id: str, *, kind: Optional[str] = None, exclude: Optional[asyncio.Task] = None,
+        timeout: Optional[float] = 60.0,
     ) -> None:
-        """Wait (at most ``timeout`` seconds) for the session's background tasks — of ``kind``
+        """Wait (at most ``timeout`` seconds; ``None``: as long as it takes) for the session's background tasks — of ``kind``
         only, when given; never ``exclude`` — that exist now to finish."""
         pending = [
             t for t in self.tasks(session_id)

@@ -103,6 +103,9 @@ class ChatSocket:
                 self.send(F.failed_frame(exc.request_id, exc.message))
             else:
                 self.send(F.error_frame(exc.message, exc.kind, request_id=exc.request_id, frame_type=frame_type))
+        except Exception as exc:  # a bug or an engine error must cost one frame, not the connection
+            logger.exception("handling a %s frame failed", frame_type)
+            self.send(F.error_frame(f"internal error: {type(exc).__name__}: {exc}", "internal_error", frame_type=frame_type))
 
     async def ignore(self, frame: dict[str, Any]) -> None:
         return None
@@ -194,7 +197,7 @@ class ChatSocket:
         every connection, with ``continuation: true``."""
         # A turn still streaming may not have persisted the call yet; answers also must not
         # overtake the turn that asked for them.
-        await self.hub.wait_idle(self.session_id, kind="turn")
+        await self.hub.wait_idle(self.session_id, kind="turn", timeout=None)
         stream_id = new_id("cont")
         started = False
 
