@@ -142,11 +142,6 @@ def raises_exploding_str() -> str:
     raise ExplodingStr()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: converting a tool's output/exception to text can raise and escape the failure policy "
-    "(chat() raises, the assistant message is never persisted, on_chat_response never fires)",
-)
 @pytest.mark.parametrize("name", ["returns_exploding_repr", "raises_exploding_str"])
 async def test_tool_output_that_cannot_even_be_repred_is_an_error_result_not_a_crash(name: str) -> None:
     rec = Recorder()
@@ -217,11 +212,6 @@ async def test_a_raising_tool_is_an_error_result_and_the_turn_goes_on(name: str)
     assert part["state"] == "output-error" and part["errorText"] == "PermissionError: cannot read /etc/shadow"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a generator tool that fails after a preliminary yield is persisted as output-error "
-    "but still flagged preliminary=True",
-)
 async def test_a_generator_tool_failing_after_a_yield_is_persisted_as_a_final_error() -> None:
     agent, model = agent_with([Step(tool_calls=[call("generator_fails", {"path": "x"})]), "ok"], tools=[generator_fails])
     session = agent.session("s")
@@ -322,11 +312,6 @@ def echo(n: int) -> int:
     return n
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a tool call id reused in a later step of the same turn overwrites the earlier call's "
-    "persisted tool part (the first call and its result vanish from the history)",
-)
 async def test_a_tool_call_id_reused_across_steps_loses_nothing() -> None:
     # Several OpenAI-compatible servers number calls per response ("call_0"), so the id repeats.
     agent, model = agent_with(
@@ -344,11 +329,6 @@ async def test_a_tool_call_id_reused_across_steps_loses_nothing() -> None:
     assert [(p["input"], p.get("output")) for p in parts] == [({"n": 1}, 1), ({"n": 2}, 2)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: two calls with the same id in one step are merged into one persisted tool part "
-    "(the first call's input and output are lost) while both are sent to the model",
-)
 async def test_the_same_tool_call_id_twice_in_one_step_loses_nothing() -> None:
     agent, model = agent_with(
         [Step(tool_calls=[call("echo", {"n": 1}, id="dup"), call("echo", {"n": 2}, id="dup")]), "ok"],
@@ -490,11 +470,6 @@ async def test_a_fail_closed_hook_crashing_mid_turn_keeps_the_partial_and_the_or
     assert (await session.chat("again")).status == "completed"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a crash in a decision hook (before_turn / before_tool_call) is reported without the "
-    "plugin's name, so with several plugins installed nobody can tell which one failed",
-)
 @pytest.mark.parametrize("hook", ["before_turn", "before_tool_call"])
 async def test_a_crashing_decision_hook_is_reported_with_the_plugins_name(hook: str, caplog: Any) -> None:
     caplog.set_level(logging.DEBUG)
@@ -664,11 +639,6 @@ async def test_a_stream_consumer_that_stops_early_aborts_the_turn_and_frees_the_
     assert other_tasks() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Session.stream() does not aclose() the inner stream_request() generator, so closing "
-    "the stream returns while the turn still runs; the abort is left to asyncio's GC finalizer",
-)
 async def test_closing_the_stream_has_aborted_and_persisted_the_turn_when_aclose_returns() -> None:
     agent, model = _long_agent()
     session = agent.session("s")
@@ -722,11 +692,6 @@ async def test_tool_results_for_unknown_or_settled_calls_are_refused_or_ignored(
     assert model.requests[1].messages[-1].output == {"n": 7}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: approve_tool_call() on a call that is not awaiting approval (a pending client tool) "
-    "is accepted; the client's real result is then silently dropped as 'already settled'",
-)
 async def test_an_approval_for_a_call_that_awaits_no_approval_loses_nothing() -> None:
     agent, model = agent_with(
         [Step(tool_calls=[call("pick", {}, id="c1")]), "Thanks.", "Thanks again."], tools=[Tool.client("pick")]

@@ -182,28 +182,21 @@ async def test_non_json_event_data_after_output_keeps_the_partial_and_is_not_ret
     assert await stored(agent) == [("user", "hi"), ("assistant", "Partial answer")]
 
 
-WRONG_SHAPE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a stream event that is valid JSON of the wrong shape (a tool-call delta that is not an "
-    "object, a non-numeric usage count, a non-object Anthropic delta) raises a bare AttributeError/"
-    "ValueError instead of ProviderError(type='invalid_stream')",
-)
-
 MALFORMED_SHAPES = [
     pytest.param("openai", sse_body(oa_chunk({"content": "a"}), {"choices": [None]}, oa_chunk({}, "stop"), done=True),
                  id="oa-null-choice"),
     pytest.param("openai", sse_body({"choices": "not a list"}, done=True), id="oa-choices-str"),
     pytest.param("openai", sse_body({"choices": [{"index": 0, "delta": "not an object"}]}, done=True), id="oa-delta-str"),
     pytest.param("openai", sse_body(oa_chunk({"tool_calls": [5]}), oa_chunk({}, "tool_calls"), done=True),
-                 id="oa-tool-call-int", marks=WRONG_SHAPE_BUG),
+                 id="oa-tool-call-int"),
     pytest.param("openai", sse_body(oa_chunk({"content": "a"}), oa_chunk({}, "stop"),
                                     oa_chunk(None, usage={"prompt_tokens": "many"}), done=True),
-                 id="oa-usage-str", marks=WRONG_SHAPE_BUG),
+                 id="oa-usage-str"),
     pytest.param("anthropic", "event: message_start\ndata: 42\n\n", id="an-number"),
     pytest.param("anthropic", "data: null\n\n", id="an-null"),
     pytest.param("anthropic", "data: [1, 2]\n\n", id="an-array"),
     pytest.param("anthropic", sse_body({"type": "content_block_delta", "index": 0, "delta": "not an object"},
-                                       event_names=True), id="an-delta-str", marks=WRONG_SHAPE_BUG),
+                                       event_names=True), id="an-delta-str"),
 ]
 
 

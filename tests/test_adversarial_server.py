@@ -412,11 +412,6 @@ def measure() -> dict:
     return {"ratio": float("nan"), "limit": float("inf"), "floor": float("-inf"), "ok": 1}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a tool output holding NaN/Infinity is streamed as NaN/Infinity literals, which "
-    "JSON.parse (AI SDK useChat, the agents client) rejects: the chunk and the transcript are unreadable",
-)
 async def test_a_tool_output_with_nan_is_streamed_as_valid_json_over_http_and_websocket() -> None:
     model = ScriptedModel([Step(tool_calls=[call("measure")]), "Measured.", Step(tool_calls=[call("measure")]), "Again."])
     agent = make_agent(model, tools=[measure])

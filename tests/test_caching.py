@@ -292,10 +292,29 @@ async def test_lru_eviction(backend: str, tmp_path: Path) -> None:
 
 
 async def test_output_that_is_not_strict_json_is_not_stored() -> None:
+    """The engine hands observers strict JSON (NaN becomes null), so the cache's own guard is
+    exercised here by calling its hooks as the engine would, with a NaN output."""
+    from think_core import ToolCallContext, ToolCallResultContext
+
     tools, cache = Tools(), ToolCache()
-    await make(steps(("measure", {}), ("measure", {})), tools, cache).session("s").chat("go")
-    assert tools.ran["measure"] == 2
+    agent = make(steps(), tools, cache)
+    session = agent.session("s")
+    measure = next(t for t in tools.all if t.name == "measure")
+    common = dict(session=session, request_id="r1", step_number=0, tool_call_id="c1", tool_name="measure",
+                  input={}, tool=measure, messages=[])
+    assert await cache.before_tool_call(ToolCallContext(**common)) is None  # a miss
+    await cache.after_tool_call(
+        ToolCallResultContext(**common, success=True, output={"value": float("nan")}, decision="allow")
+    )
     assert cache.stats.stores == 0
+
+
+async def test_a_nan_output_reaches_the_model_as_null_and_is_cached_as_such() -> None:
+    tools, cache = Tools(), ToolCache()
+    model = steps(("measure", {}), ("measure", {}))
+    await make(model, tools, cache).session("s").chat("go")
+    assert tools.ran["measure"] == 1 and cache.stats.hits == 1
+    assert outputs(model)[:2] == [{"value": None}, {"value": None}]
 
 
 async def test_result_racing_a_mutation_is_not_stored() -> None:

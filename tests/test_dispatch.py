@@ -249,8 +249,10 @@ async def test_decision_hook_exceptions_propagate() -> None:
         async def before_turn(self, ctx: TurnContext) -> None:
             raise ValueError("guard failure")
 
-    with pytest.raises(ValueError, match="guard failure"):
+    with pytest.raises(PluginError, match="exploding") as raised:
         await relay_with(Exploding()).before_turn(turn_ctx())
+    assert isinstance(raised.value.error, ValueError) and str(raised.value.error) == "guard failure"
+    assert raised.value.hook == "before_turn" and raised.value.__cause__ is raised.value.error
 
 
 async def test_cancellation_propagates_out_of_firstresult_dispatch() -> None:

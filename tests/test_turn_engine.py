@@ -108,7 +108,7 @@ class Decider:
         pytest.param(block("read-only mode"), 0, "read-only mode", "read-only mode", True, "block", id="block-reason"),
         pytest.param(block(), 0, 'Tool "add" was blocked by before_tool_call.', 'Tool "add" was blocked by before_tool_call.', True, "block", id="block-default"),
         pytest.param(substitute({"cached": 5}), 0, {"cached": 5}, {"cached": 5}, True, "substitute", id="substitute"),
-        pytest.param(RuntimeError("guard crashed"), 0, None, "before_tool_call failed: guard crashed", False, "allow", id="raises"),
+        pytest.param(RuntimeError("guard crashed"), 0, None, "PluginError: plugin 'decider' failed in before_tool_call: RuntimeError('guard crashed')", False, "allow", id="raises"),
     ],
 )
 async def test_tool_call_decisions(decision, runs, output, seen_by_model, success, kind):
@@ -363,7 +363,9 @@ async def test_in_stream_error_event_and_before_turn_failure():
     assert rec2.contexts["on_chat_error"][0].stage == "turn"
     assert agent2.model.requests == []
     chunks = [c async for c in agent2.session("t").stream("go")]
-    assert chunks[-1] == {"type": "error", "errorText": "policy service down"}
+    assert chunks[-1] == {
+        "type": "error", "errorText": "plugin 'broken' failed in before_turn: ValueError('policy service down')"
+    }
 
 
 async def test_observer_failures_do_not_break_the_turn(caplog):

@@ -138,10 +138,14 @@ class HookRelay:
     async def _first(self, hook: str, kwargs: dict[str, Any]) -> tuple[_Impl, Any] | None:
         """The first implementation whose *awaited* result is not ``None``, and that result."""
         for impl in self._impls(hook):
-            result = self._call(hook, impl, kwargs)
-            # Await first, then test: a coroutine that returns None is no decision.
-            if result is not None and inspect.isawaitable(result):
-                result = await result
+            try:
+                result = self._call(hook, impl, kwargs)
+                # Await first, then test: a coroutine that returns None is no decision.
+                if result is not None and inspect.isawaitable(result):
+                    result = await result
+            except Exception as exc:
+                # Propagates (decision hooks fail closed), naming the plugin that failed.
+                raise PluginError(impl.plugin_name, hook, exc) from exc
             if result is not None:
                 return impl, result
         return None

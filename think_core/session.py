@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
+from contextlib import aclosing
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
@@ -167,8 +168,10 @@ class Session:
     ) -> AsyncIterator[dict[str, Any]]:
         """Run a turn and yield its AI SDK UI message stream chunks as they are produced."""
         request = _TurnRequest(trigger, coerce_messages(input), body=body, request_id=request_id or new_id("req"))
-        async for chunk in self.stream_request(request):
-            yield chunk
+        # aclosing: closing this stream early aborts the turn now, not when the GC gets to it.
+        async with aclosing(self.stream_request(request)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
     async def stream_request(self, request: _TurnRequest) -> AsyncIterator[dict[str, Any]]:
         """Run ``request`` in a task of its own and yield its chunks (used by the server too)."""
@@ -241,12 +244,17 @@ class Session:
         _check_callback(on_event)
         await self.open()
 
-        def settle(part: dict[str, Any]) -> None:
+        def settle(part: dict[str, Any]) -> bool:
+            if part.get("state") == "approval-responded":
+                raise ValueError(
+                    f"tool call {tool_call_id!r} was approved and runs on the server; it takes no client result"
+                )
             if error is not None:
                 part.update(state="output-error", errorText=error)
             else:
                 part.update(state="output-available", output=output)
             part.pop("preliminary", None)
+            return True
 
         return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
 
@@ -265,19 +273,24 @@ class Session:
         _check_callback(on_event)
         await self.open()
 
-        def settle(part: dict[str, Any]) -> None:
+        def settle(part: dict[str, Any]) -> bool:
+            if part.get("state") == "approval-responded":
+                return False  # answered already: a repeated approval is ignored
+            if part.get("state") != "approval-requested":
+                raise ValueError(f"tool call {tool_call_id!r} is not waiting for an approval")
             part["approval"] = {"id": tool_call_id, "approved": approved, **({"reason": reason} if reason else {})}
             if approved:
                 part["state"] = "approval-responded"
             else:
                 part.update(state="output-denied", errorText=reason or "Tool execution denied by user.")
+            return True
 
         return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
 
     async def _settle(
         self,
         tool_call_id: str,
-        settle: Callable[[dict[str, Any]], None],
+        settle: Callable[[dict[str, Any]], bool],
         auto_continue: bool,
         on_event: Optional[Callable[[dict[str, Any]], Any]],
         request_id: Optional[str],
@@ -298,7 +311,7 @@ class Session:
     async def _settle_locked(
         self,
         tool_call_id: str,
-        settle: Callable[[dict[str, Any]], None],
+        settle: Callable[[dict[str, Any]], bool],
         auto_continue: bool,
         on_event: Optional[Callable[[dict[str, Any]], Any]],
         request_id: Optional[str],
@@ -314,7 +327,7 @@ class Session:
             task.add_done_callback(self._background.discard)
         return None
 
-    def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], None]) -> bool:
+    def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
         """Settle the call's part; True when that completed its message's batch of pending calls."""
         store = self.agent.store
         for message in reversed(store.list_messages(self.id)):
@@ -323,9 +336,11 @@ class Session:
             part = next((p for p in message.parts if is_tool_part(p) and p.get("toolCallId") == tool_call_id), None)
             if part is None:
                 continue
-            if part.get("state") not in PENDING_TOOL_STATES or part.get("state") == "approval-responded":
+            if part.get("state") not in PENDING_TOOL_STATES:
                 return False  # already settled: a repeated result is ignored
-            settle(part)
+            # settle() raises ValueError when this kind of answer does not fit the call.
+            if not settle(part):
+                return False
             store.upsert_message(self.id, message)
             return not any(
                 is_tool_part(p) and p.get("state") in ("input-available", "approval-requested") for p in message.parts
@@ -500,7 +515,13 @@ class Session:
                     if updated is not None:
                         store.upsert_message(self.id, updated)
                 turn.history = to_model_messages(store.history(self.id))
-                outcome = await turn.run()
+                try:
+                    outcome = await turn.run()
+                except (TurnFailed, asyncio.CancelledError):
+                    raise
+                except Exception as exc:  # a bug must still end the turn by the failure policy
+                    logger.exception("turn %s raised unexpectedly", request_id)
+                    raise TurnFailed(exc, "turn") from exc
             except TurnFailed as failure:
                 if not failure.classified:
                     failure.classification = await self.agent.hooks.classify_chat_error(

@@ -12,11 +12,13 @@ import asyncio
 import inspect
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
 
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
@@ -116,9 +118,10 @@ class ToolCallRunner:
         try:
             verdict = await self.hooks.before_tool_call(ctx)
         except Exception as exc:
-            logger.warning("before_tool_call failed for %s: %r", call.name, exc)
+            # The error names the plugin (PluginError); the call fails, the turn goes on.
+            logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
             return await self._finish(
-                step_number, call, tool, messages, started, decision, error=f"before_tool_call failed: {exc}"
+                step_number, call, tool, messages, started, decision, error=_describe(exc)
             )
         if verdict is not None and verdict.action == "block":
             decision = "block"
@@ -205,23 +208,45 @@ class ToolCallRunner:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ fails must not fail the turn
+        text = ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _jsonable(value: Any) -> Any:
-    """Tool outputs are persisted as JSON: pydantic models and other objects are converted."""
-    if value is None or isinstance(value, (str, int, float, bool)):
+    """Tool outputs are persisted and streamed as strict JSON: pydantic models and other objects
+    are converted, and NaN/Infinity (which ``JSON.parse`` rejects) become ``null``."""
+    if value is None or isinstance(value, (str, int, bool)):
         return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
     if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
+        value = value.model_dump(mode="json")
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)
         return value
-    except (TypeError, ValueError):
-        from pydantic_core import to_jsonable_python
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return _finite(to_jsonable_python(value, fallback=_unrepresentable))
+    except Exception:
+        return _unrepresentable(value)
 
-        try:
-            return to_jsonable_python(value)
-        except Exception:
-            return repr(value)
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _unrepresentable(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from .events import Usage
+from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
 from .models.base import (
     AssistantMessage,
     CallSettings,
@@ -103,6 +103,7 @@ class Turn:
         self.step_messages: list[ModelMessage] = []
         self.output_type: Any = None
         self.invalid_inputs: dict[str, str] = {}
+        self.call_ids = CallIds()
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
@@ -331,11 +332,14 @@ class Turn:
                         builder.reasoning_delta(event.text)
                     elif kind == "tool-input-start":
                         streamed = True
+                        event = self.call_ids.started(event)
                         builder.tool_input_start(event.tool_call_id, event.tool_name)
                     elif kind == "tool-input-delta":
+                        event = self.call_ids.delta(event)
                         builder.tool_input_delta(event.tool_call_id, event.delta)
                     elif kind == "tool-call":
                         streamed = True
+                        event = self.call_ids.completed(event)
                         raw_input = event.input if event.input is not None else event.raw_input
                         builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
                         calls.append(
@@ -399,6 +403,46 @@ class Turn:
 
 
 _CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
+
+
+class CallIds:
+    """Keeps tool-call ids unique within a turn.
+
+    Some OpenAI-compatible servers number calls per response (``call_0`` in every step), and a
+    model may even repeat an id within one step. A repeated id would overwrite the earlier
+    call's part and pair results with the wrong call, so repeats get a suffix (``call_0~2``).
+    The n-th start of an id pairs with its n-th completion, in stream order.
+    """
+
+    def __init__(self) -> None:
+        self._used: set[str] = set()
+        self._open: dict[str, list[str]] = {}
+
+    def _fresh(self, raw: str) -> str:
+        candidate, n = raw, 1
+        while candidate in self._used:
+            n += 1
+            candidate = f"{raw}~{n}"
+        self._used.add(candidate)
+        return candidate
+
+    def started(self, event: ToolInputStart) -> ToolInputStart:
+        assigned = self._fresh(event.tool_call_id)
+        self._open.setdefault(event.tool_call_id, []).append(assigned)
+        return event if assigned == event.tool_call_id else ToolInputStart(assigned, event.tool_name)
+
+    def delta(self, event: ToolInputDelta) -> ToolInputDelta:
+        pending = self._open.get(event.tool_call_id)
+        if not pending or pending[-1] == event.tool_call_id:
+            return event
+        return ToolInputDelta(pending[-1], event.delta)
+
+    def completed(self, event: ToolCall) -> ToolCall:
+        pending = self._open.get(event.tool_call_id)
+        assigned = pending.pop(0) if pending else self._fresh(event.tool_call_id)
+        if assigned == event.tool_call_id:
+            return event
+        return ToolCall(assigned, event.tool_name, event.input, event.raw_input)
 
 
 def _checked_tools(extra: Optional[list[Any]]) -> dict[str, Tool]:

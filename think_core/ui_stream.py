@@ -167,6 +167,7 @@ class AssistantMessageBuilder:
         part = self._tool_parts[tool_call_id]
         part["state"] = "output-error"
         part["errorText"] = error_text
+        part.pop("preliminary", None)
         if self._emit:
             self._emit({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text})
 

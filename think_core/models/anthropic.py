@@ -208,59 +208,63 @@ class AnthropicModel:
                     raise invalid_event(self.provider, sse.data) from None
                 if not isinstance(data, dict):
                     raise invalid_event(self.provider, sse.data)
-                kind = data.get("type") or sse.event
-                if kind == "content_block_delta":
-                    delta = data.get("delta") or {}
-                    dtype = delta.get("type")
-                    if dtype == "text_delta":
-                        if delta.get("text"):
-                            yield TextDelta(delta["text"])
-                    elif dtype == "input_json_delta":
-                        block = blocks.get(data.get("index", -1))
-                        fragment = delta.get("partial_json") or ""
-                        if block is not None and fragment:
-                            block.parts.append(fragment)
-                            if block.is_output:
-                                if not output or not output.wrapped:
-                                    yield TextDelta(fragment)
-                            else:
-                                yield ToolInputDelta(block.id, fragment)
-                    elif dtype == "thinking_delta":
-                        if delta.get("thinking"):
-                            yield ReasoningDelta(delta["thinking"])
-                elif kind == "content_block_start":
-                    cb = data.get("content_block") or {}
-                    ctype = cb.get("type")
-                    if ctype == "text" and cb.get("text"):
-                        yield TextDelta(cb["text"])
-                    elif ctype == "thinking" and cb.get("thinking"):
-                        yield ReasoningDelta(cb["thinking"])
-                    elif ctype == "tool_use":
-                        block = _Block(cb.get("id") or "", cb.get("name") or "", output is not None and cb.get("name") == output.name)
-                        blocks[data.get("index", len(blocks))] = block
-                        if not block.is_output:
-                            yield ToolInputStart(block.id, block.name)
-                elif kind == "content_block_stop":
-                    block = blocks.pop(data.get("index", -1), None)
-                    if block is not None:
-                        for event in block.finish(output):
-                            yield event
-                        tool_calls += not block.is_output
-                elif kind == "message_delta":
-                    stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
-                    usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
-                elif kind == "message_start":
-                    message = data.get("message") or {}
-                    response_id = message.get("id")
-                    model_id = message.get("model")
-                    usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
-                elif kind == "message_stop":
-                    done = True
-                    await finish_reading(events)
-                    break
-                elif kind == "error":
-                    raise stream_error(data, self.provider, "an error occurred during streaming")
-                # "ping" and unknown event types are ignored
+                try:
+                    kind = data.get("type") or sse.event
+                    if kind == "content_block_delta":
+                        delta = data.get("delta") or {}
+                        dtype = delta.get("type")
+                        if dtype == "text_delta":
+                            if delta.get("text"):
+                                yield TextDelta(delta["text"])
+                        elif dtype == "input_json_delta":
+                            block = blocks.get(data.get("index", -1))
+                            fragment = delta.get("partial_json") or ""
+                            if block is not None and fragment:
+                                block.parts.append(fragment)
+                                if block.is_output:
+                                    if not output or not output.wrapped:
+                                        yield TextDelta(fragment)
+                                else:
+                                    yield ToolInputDelta(block.id, fragment)
+                        elif dtype == "thinking_delta":
+                            if delta.get("thinking"):
+                                yield ReasoningDelta(delta["thinking"])
+                    elif kind == "content_block_start":
+                        cb = data.get("content_block") or {}
+                        ctype = cb.get("type")
+                        if ctype == "text" and cb.get("text"):
+                            yield TextDelta(cb["text"])
+                        elif ctype == "thinking" and cb.get("thinking"):
+                            yield ReasoningDelta(cb["thinking"])
+                        elif ctype == "tool_use":
+                            block = _Block(cb.get("id") or "", cb.get("name") or "", output is not None and cb.get("name") == output.name)
+                            blocks[data.get("index", len(blocks))] = block
+                            if not block.is_output:
+                                yield ToolInputStart(block.id, block.name)
+                    elif kind == "content_block_stop":
+                        block = blocks.pop(data.get("index", -1), None)
+                        if block is not None:
+                            for event in block.finish(output):
+                                yield event
+                            tool_calls += not block.is_output
+                    elif kind == "message_delta":
+                        stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
+                        usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
+                    elif kind == "message_start":
+                        message = data.get("message") or {}
+                        response_id = message.get("id")
+                        model_id = message.get("model")
+                        usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
+                    elif kind == "message_stop":
+                        done = True
+                        await finish_reading(events)
+                        break
+                    elif kind == "error":
+                        raise stream_error(data, self.provider, "an error occurred during streaming")
+                    # "ping" and unknown event types are ignored
+                except (AttributeError, TypeError, ValueError, KeyError):
+                    # Valid JSON of the wrong shape (a string where an object belongs, ...).
+                    raise invalid_event(self.provider, sse.data) from None
         if not done and stop_reason is None:
             raise incomplete_stream(self.provider)
         for block in blocks.values():  # cut off (e.g. by max_tokens) before content_block_stop
@@ -270,10 +274,13 @@ class AnthropicModel:
         reason = map_anthropic_stop_reason(stop_reason)
         if reason == "tool-calls" and not tool_calls:
             reason = "stop"  # only the structured-output tool was called: that is the answer
-        cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-        cache_read = int(usage.get("cache_read_input_tokens") or 0)
-        input_tokens = int(usage.get("input_tokens") or 0) + cache_write + cache_read
-        output_tokens = int(usage.get("output_tokens") or 0)
+        try:
+            cache_write = int(usage.get("cache_creation_input_tokens") or 0)
+            cache_read = int(usage.get("cache_read_input_tokens") or 0)
+            input_tokens = int(usage.get("input_tokens") or 0) + cache_write + cache_read
+            output_tokens = int(usage.get("output_tokens") or 0)
+        except (TypeError, ValueError):
+            raise invalid_event(self.provider, json.dumps(usage)) from None
         yield Finish(
             finish_reason=reason,
             usage=Usage(

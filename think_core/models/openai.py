@@ -210,37 +210,41 @@ class OpenAIChatModel:
                     continue
                 if chunk.get("error"):
                     raise stream_error(chunk, self.provider, "an error occurred during streaming")
-                if response_id is None:
-                    response_id = chunk.get("id") or None
-                    model_id = chunk.get("model") or None
-                    fingerprint = chunk.get("system_fingerprint")
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
-                choices = chunk.get("choices") or ()
-                if not isinstance(choices, (list, tuple)):
-                    raise invalid_event(self.provider, data)
-                for choice in choices:
-                    if not isinstance(choice, dict):
+                try:
+                    if response_id is None:
+                        response_id = chunk.get("id") or None
+                        model_id = chunk.get("model") or None
+                        fingerprint = chunk.get("system_fingerprint")
+                    if chunk.get("usage"):
+                        usage = chunk["usage"]
+                    choices = chunk.get("choices") or ()
+                    if not isinstance(choices, (list, tuple)):
                         raise invalid_event(self.provider, data)
-                    delta = choice.get("delta")
-                    if delta is not None and not isinstance(delta, dict):
-                        raise invalid_event(self.provider, data)
-                    if delta:
-                        content = delta.get("content")
-                        if content:
-                            yield TextDelta(content)
-                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                        if reasoning and isinstance(reasoning, str):
-                            yield ReasoningDelta(reasoning)
-                        refusal = delta.get("refusal")
-                        if refusal:
-                            yield TextDelta(refusal)
-                        tool_deltas = delta.get("tool_calls")
-                        if tool_deltas:
-                            for event in calls.add(tool_deltas):
-                                yield event
-                    if choice.get("finish_reason"):
-                        finish_reason = choice["finish_reason"]
+                    for choice in choices:
+                        if not isinstance(choice, dict):
+                            raise invalid_event(self.provider, data)
+                        delta = choice.get("delta")
+                        if delta is not None and not isinstance(delta, dict):
+                            raise invalid_event(self.provider, data)
+                        if delta:
+                            content = delta.get("content")
+                            if content:
+                                yield TextDelta(content)
+                            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                            if reasoning and isinstance(reasoning, str):
+                                yield ReasoningDelta(reasoning)
+                            refusal = delta.get("refusal")
+                            if refusal:
+                                yield TextDelta(refusal)
+                            tool_deltas = delta.get("tool_calls")
+                            if tool_deltas:
+                                for event in calls.add(tool_deltas):
+                                    yield event
+                        if choice.get("finish_reason"):
+                            finish_reason = choice["finish_reason"]
+                except (AttributeError, TypeError, ValueError, KeyError):
+                    # Valid JSON of the wrong shape (a string where an object belongs, ...).
+                    raise invalid_event(self.provider, data) from None
         if not done and finish_reason is None:
             raise incomplete_stream(self.provider)
         for event in calls.complete():
@@ -248,9 +252,13 @@ class OpenAIChatModel:
         reason = map_openai_finish_reason(finish_reason) if finish_reason else ("stop" if done else "other")
         if calls and reason == "stop":
             reason = "tool-calls"  # some compatible servers report "stop" after tool calls
+        try:
+            final_usage = _usage(usage)
+        except (AttributeError, TypeError, ValueError):
+            raise invalid_event(self.provider, json.dumps(usage)) from None
         yield Finish(
             finish_reason=reason,
-            usage=_usage(usage),
+            usage=final_usage,
             response_id=response_id,
             model_id=model_id or self.model_id,
             provider_metadata={"openai": {"system_fingerprint": fingerprint}} if fingerprint else None,
@@ -272,7 +280,11 @@ class _ToolCalls:
 
     def add(self, deltas: list[dict[str, Any]]) -> list[ModelEvent]:
         events: list[ModelEvent] = []
+        if not isinstance(deltas, list):
+            raise TypeError("tool_calls must be a list")
         for tc in deltas:
+            if not isinstance(tc, dict):
+                raise TypeError("a tool-call delta must be an object")
             slot = self._slot_for(tc)
             function = tc.get("function") or {}
             if not slot.id and tc.get("id"):
