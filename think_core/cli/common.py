@@ -4,33 +4,60 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from ..agent import Think
+from ..config import load_config
 from ..errors import ConfigurationError
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
+DEFAULT_DB = "think.db"
+DEFAULT_MAX_STEPS = 10
 
 
 def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
-        default=os.environ.get(DEFAULT_MODEL_ENV),
+        default=None,
         help='model string: "openai:NAME", "anthropic:NAME" or "openai-compatible:NAME@URL" '
-        f"(default: ${DEFAULT_MODEL_ENV})",
+        f"(default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
-    parser.add_argument("--db", default="think.db", help="SQLite file for conversations (default: think.db)")
+    parser.add_argument("--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB})")
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")
-    parser.add_argument("--max-steps", type=int, default=10, help="model steps per turn at most")
+    parser.add_argument("--max-steps", type=int, default=None, help=f"model steps per turn at most (default: {DEFAULT_MAX_STEPS})")
+    parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
 
 
-def build_agent(args: argparse.Namespace, **extra: object) -> Think:
-    if not args.model:
+def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
+    """The model string and ``Think`` keyword arguments from flags, environment and think.toml
+    (in that order of precedence). Also fills ``args.model`` / ``args.db`` with what was chosen."""
+    config = load_config(getattr(args, "config", None))
+    section = config.think
+    args.model = args.model or os.environ.get(DEFAULT_MODEL_ENV) or section.model
+    args.db = args.db or section.db or DEFAULT_DB
+    kwargs: dict[str, Any] = {
+        "store": args.db,
+        "load_entrypoints": not args.no_plugins,
+        "max_steps": args.max_steps or section.max_steps or DEFAULT_MAX_STEPS,
+        "settings": config.plugins,
+        "disable": section.disable,
+    }
+    system = args.system or section.system
+    if system:
+        kwargs["system"] = system
+    for name in ("context_overflow", "retry", "compaction"):
+        value = getattr(section, name)
+        if value is not None:
+            kwargs[name] = value
+    return args.model, kwargs
+
+
+def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
+    model, kwargs = resolve_agent_options(args)
+    if not model:
         raise ConfigurationError(
-            f"no model: pass --model (e.g. openai:gpt-4o-mini) or set ${DEFAULT_MODEL_ENV}"
+            f"no model: pass --model (e.g. openai:gpt-4o-mini), set ${DEFAULT_MODEL_ENV}, or set model in think.toml"
         )
-    kwargs: dict = {"store": args.db, "load_entrypoints": not args.no_plugins, "max_steps": args.max_steps}
-    if args.system:
-        kwargs["system"] = args.system
     kwargs.update(extra)
-    return Think(args.model, **kwargs)
+    return Think(model, **kwargs)

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from ..agent import Think
 from ..errors import ConfigurationError
-from .common import add_agent_arguments, build_agent
+from .common import add_agent_arguments, build_agent, resolve_agent_options
 
 #: ``--model demo``: the offline scripted model of ``think demo``, with its tools.
 DEMO_MODEL = "demo"
@@ -42,19 +42,12 @@ def agent_from_args(args: argparse.Namespace) -> Think:
         if args.no_plugins:
             raise ConfigurationError("--plugins and --no-plugins contradict each other")
         os.environ["THINK_PLUGINS"] = args.plugins
-    if args.model == DEMO_MODEL:
+    model, kwargs = resolve_agent_options(args)
+    if model == DEMO_MODEL:
         from ..models.scripted import ScriptedModel
         from .demo import demo_step, get_weather, save_note
 
-        kwargs: dict[str, Any] = {
-            "store": args.db,
-            "load_entrypoints": not args.no_plugins,
-            "max_steps": args.max_steps,
-            "tools": [get_weather, save_note],
-        }
-        if args.system:
-            kwargs["system"] = args.system
-        return Think(ScriptedModel([demo_step], repeat=True), **kwargs)
+        return Think(ScriptedModel([demo_step], repeat=True), tools=[get_weather, save_note], **kwargs)
     return build_agent(args)
 
 

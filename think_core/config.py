@@ -1,0 +1,79 @@
+"""``think.toml``: the configuration file of the command line (``think run/chat/serve``).
+
+::
+
+    [think]
+    model = "openai:gpt-4o-mini"
+    system = "You are terse."
+    db = "chats.db"
+    max_steps = 8
+    disable = ["analytics"]              # entry-point plugins not to load
+    context_overflow = { reactive = true }
+
+    [plugins.tool_cache]                 # each plugin's settings, validated by its own model
+    backend = "sqlite"
+    path = "tool-cache.db"
+
+Found at ``--config PATH``, else ``$THINK_CONFIG``, else ``./think.toml`` when it exists.
+Command-line flags win over the file; ``$THINK_MODEL`` wins over the file's ``model``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigurationError
+
+DEFAULT_PATH = "think.toml"
+
+
+class AgentSection(BaseModel):
+    """The ``[think]`` table."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Optional[str] = None
+    system: Optional[str] = None
+    db: Optional[str] = None
+    max_steps: Optional[int] = Field(None, ge=1)
+    disable: list[str] = Field(default_factory=list)
+    context_overflow: Optional[dict[str, Any]] = None
+    retry: Optional[dict[str, Any]] = None
+    compaction: Optional[dict[str, Any]] = None
+
+
+class ThinkConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    think: AgentSection = Field(default_factory=AgentSection)
+    plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    path: Optional[str] = None
+
+
+def load_config(path: Optional[str] = None) -> ThinkConfig:
+    """Read the configuration file (see the module docstring); an empty config when there is none.
+
+    A named file that is missing, is not TOML, or has unknown keys is a :class:`ConfigurationError`.
+    """
+    named = path or os.environ.get("THINK_CONFIG") or None
+    candidate = Path(named) if named else Path(DEFAULT_PATH)
+    if not candidate.is_file():
+        if named:
+            raise ConfigurationError(f"config file {named!r} does not exist")
+        return ThinkConfig()
+    try:
+        data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigurationError(f"cannot read config file {str(candidate)!r}: {exc}") from exc
+    try:
+        config = ThinkConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError(f"invalid config file {str(candidate)!r}: {problems}") from exc
+    config.path = str(candidate)
+    return config
