@@ -13,7 +13,7 @@ from .dispatch import HookRelay
 from .models._http import SharedClient
 from .plugins import build_plugin_manager
 from .session import Session
-from .store import Store, open_store
+from .store import AsyncStore, Store, open_store
 from .tools import Tool
 
 logger = logging.getLogger("think.agent")
@@ -93,6 +93,7 @@ class Think:
         )
         self.hooks = HookRelay(self.plugin_manager)
         self.store: Store = open_store(store)
+        self.db = AsyncStore(self.store)  # what the engine awaits: store calls off the event loop
         # Sessions in use (a running turn, a drain, a server connection) are found through weak
         # references, so there is never a second Session object for one id; only the most
         # recently used idle ones are kept alive, so a long-running server does not grow forever.
@@ -129,6 +130,7 @@ class Think:
 
     def close(self) -> None:
         """Close the store."""
+        self.db.shutdown()
         self.store.close()
 
     async def aclose(self) -> None:

@@ -166,9 +166,9 @@ async def compact_session(
 ) -> Optional[CompactionResult]:
     """Summarise the middle of ``session``'s history. ``None`` when there was nothing to compact."""
     agent = session.agent
-    store = agent.store
+    db = agent.db
     count = token_counter or estimate_tokens
-    history = store.history(session.id)
+    history = await db.history(session.id)
     config: CompactionConfig = agent.compaction
     span = plan(history, config, count)
     before = count(history)
@@ -186,8 +186,8 @@ async def compact_session(
             summary = await summary
     if not summary:
         return CompactionResult(reason, False, before, before)
-    compaction_id = store.add_compaction(session.id, middle[0].id, middle[-1].id, summary)
-    after = count(store.history(session.id))
+    compaction_id = await db.add_compaction(session.id, middle[0].id, middle[-1].id, summary)
+    after = count(await db.history(session.id))
     result = CompactionResult(reason, after < before, before, after, compaction_id, len(middle))
     logger.info(
         "session %s compacted (%s): %d messages, ~%d → ~%d tokens", session.id, reason, len(middle), before, after

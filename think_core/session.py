@@ -13,7 +13,7 @@ import inspect
 from contextlib import aclosing
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
 
 from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
@@ -51,8 +51,8 @@ class _TurnRequest:
     body: Optional[dict[str, Any]] = None
     emit: Emit = None
     request_id: Optional[str] = None
-    apply_incoming: Optional[Callable[[], Any]] = None  # applies the messages itself (submissions)
-    should_apply: Optional[Callable[[], bool]] = None
+    apply_incoming: Optional[Callable[[], Awaitable[Any]]] = None  # applies the messages itself (submissions)
+    should_apply: Optional[Callable[[], Awaitable[bool]]] = None
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -92,6 +92,7 @@ class Session:
             opening = self._opened = asyncio.get_running_loop().create_future()
             try:
                 await self.agent.hooks.configure_session(self)
+                await self._submissions.recover()
             except BaseException as exc:
                 # Callers waiting on this attempt get its error; the next caller tries again
                 # (a cancelled or failed first open must not break the session for good).
@@ -99,32 +100,30 @@ class Session:
                 opening.set_exception(exc)
                 opening.exception()  # retrieved: each waiter re-raises it below
                 raise
+            # Waiters resume only after this task has gone on to queue for the turn lock, so
+            # concurrent first calls keep their order.
             opening.set_result(None)
-            self._after_open()
             return self
         await asyncio.shield(self._opened)
         return self
 
-    def _after_open(self) -> None:
-        self._submissions.recover()
-
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
         """The persisted UI messages, oldest first."""
-        return self.agent.store.list_messages(self.id)
+        return await self.agent.db.list_messages(self.id)
 
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
-        return self.agent.store.history(self.id)
+        return await self.agent.db.history(self.id)
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""
         await self.open()
         if callable(messages):
-            messages = messages(self.agent.store.list_messages(self.id))
+            messages = messages(await self.agent.db.list_messages(self.id))
             if asyncio.iscoroutine(messages):
                 messages = await messages
-        return self.agent.store.append_messages(self.id, coerce_messages(messages))
+        return await self.agent.db.append_messages(self.id, coerce_messages(messages))
 
     # -- entry paths --------------------------------------------------------------------------------
     async def chat(
@@ -153,7 +152,7 @@ class Session:
         """Run a continuation of the last assistant message (``continuation=True``).
         Skipped when the last message is not the assistant's."""
         self._assert_not_nested("continue_last_turn")
-        history = self.agent.store.list_messages(self.id)
+        history = await self.agent.db.list_messages(self.id)
         if not history or history[-1].role != "assistant":
             return TurnResult(request_id="", status="skipped", continuation=True)
         return await self._run_turn(_TurnRequest("continue", None, continuation=True, body=body))
@@ -209,18 +208,18 @@ class Session:
         turn (trigger ``submit``), FIFO. The same ``idempotency_key`` (or ``submission_id``)
         returns the existing submission with ``accepted=False``. Allowed inside a turn."""
         await self.open()
-        return self._submissions.submit(
+        return await self._submissions.submit(
             messages, submission_id=submission_id, idempotency_key=idempotency_key, metadata=metadata
         )
 
     async def inspect_submission(self, submission_id: str) -> Optional[Submission]:
-        return self.agent.store.get_submission(self.id, submission_id)
+        return await self.agent.db.get_submission(self.id, submission_id)
 
     async def list_submissions(self, *, status: Optional[str] = None, limit: Optional[int] = None) -> list[Submission]:
-        return self.agent.store.list_submissions(self.id, status=status, limit=limit)
+        return await self.agent.db.list_submissions(self.id, status=status, limit=limit)
 
     async def cancel_submission(self, submission_id: str) -> bool:
-        return self._submissions.cancel(submission_id)
+        return await self._submissions.cancel(submission_id)
 
     async def wait_for_submission(self, submission_id: str, *, timeout: Optional[float] = None) -> Submission:
         """Wait until the submission is ``completed``, ``error``, ``aborted`` or ``skipped``."""
@@ -301,7 +300,7 @@ class Session:
         if _TURN_OWNER.get() is self:
             return await self._settle_locked(tool_call_id, settle, auto_continue, on_event, request_id)
         async with self._lock:
-            found = self._apply_settlement(tool_call_id, settle)
+            found = await self._apply_settlement(tool_call_id, settle)
         if found and auto_continue:
             return await self._run_turn(
                 _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
@@ -316,7 +315,7 @@ class Session:
         on_event: Optional[Callable[[dict[str, Any]], Any]],
         request_id: Optional[str],
     ) -> Optional[TurnResult]:
-        if self._apply_settlement(tool_call_id, settle) and auto_continue:
+        if await self._apply_settlement(tool_call_id, settle) and auto_continue:
             # A continuation cannot run inside the current turn: queue it durably instead.
             logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
             task = asyncio.get_running_loop().create_task(
@@ -327,10 +326,11 @@ class Session:
             task.add_done_callback(self._background.discard)
         return None
 
-    def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
-        """Settle the call's part; True when that completed its message's batch of pending calls."""
-        store = self.agent.store
-        for message in reversed(store.list_messages(self.id)):
+    async def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
+        """Settle the call's part; True when that completed its message's batch of pending calls.
+        Called with the turn lock held, so the read-modify-write cannot interleave with a turn."""
+        db = self.agent.db
+        for message in reversed(await db.list_messages(self.id)):
             if message.role != "assistant":
                 continue
             part = next((p for p in message.parts if is_tool_part(p) and p.get("toolCallId") == tool_call_id), None)
@@ -341,7 +341,7 @@ class Session:
             # settle() raises ValueError when this kind of answer does not fit the call.
             if not settle(part):
                 return False
-            store.upsert_message(self.id, message)
+            await db.upsert_message(self.id, message)
             return not any(
                 is_tool_part(p) and p.get("state") in ("input-available", "approval-requested") for p in message.parts
             )
@@ -353,7 +353,7 @@ class Session:
         self._assert_not_nested("clear")
         self.cancel_all()
         async with self._lock:
-            self.agent.store.clear_messages(self.id)
+            await self.agent.db.clear_messages(self.id)
 
     async def aclose(self) -> None:
         """Stop this session's background work (pending submissions stay in the store)."""
@@ -448,41 +448,41 @@ class Session:
     async def _locked_turn(
         self, request: _TurnRequest, request_id: str, handle: _ActiveTurn, builder: AssistantMessageBuilder
     ) -> tuple[Optional[TurnOutcome], Optional[UIMessage]]:
-        store = self.agent.store
-        if request.should_apply is not None and not request.should_apply():
+        db = self.agent.db
+        if request.should_apply is not None and not await request.should_apply():
             return None, None
         body = request.body
         if body is None and request.continuation:
-            body = store.get_state(self.id, "last_body")
+            body = await db.get_state(self.id, "last_body")
         elif body is not None:
-            store.set_state(self.id, "last_body", body)
+            await db.set_state(self.id, "last_body", body)
         handle.body = body
         builder.start()
         try:
             try:
                 incoming = request.incoming
                 if callable(incoming):
-                    incoming = incoming(store.list_messages(self.id))
+                    incoming = incoming(await db.list_messages(self.id))
                     if asyncio.iscoroutine(incoming):
                         incoming = await incoming
                     incoming = coerce_messages(incoming)
                 if incoming:
-                    store.append_messages(self.id, incoming)
+                    await db.append_messages(self.id, incoming)
                 if request.apply_incoming is not None:
-                    request.apply_incoming()
+                    await request.apply_incoming()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 outcome = await self._fail(TurnFailed(exc, "persist"), request_id, builder, persisted=False)
                 return outcome, None
             outcome = await self._drive(request, request_id, body, builder)
-            message = self._persist(builder)
+            message = await self._persist(builder)
             # A cancel arriving now (the answer is already persisted) ends here as well.
             await self._compact_between_turns()
         except asyncio.CancelledError:
             if not builder.persisted:
                 builder.abort()
-                self._persist(builder)
+                await self._persist(builder)
             if _absorb_cancel(handle):
                 return TurnOutcome("aborted", error_text="aborted"), builder.persisted
             raise
@@ -494,7 +494,7 @@ class Session:
         """Run the turn, with the error policy of DESIGN §8 around it: a context overflow is
         compacted and the turn re-run (bounded, and only while compaction shrinks the context);
         anything else that ends the turn is terminal."""
-        store = self.agent.store
+        db = self.agent.db
         overflow = self.agent.context_overflow
         continuation = request.continuation
         attempts = 0
@@ -510,11 +510,11 @@ class Session:
             )
             try:
                 if continuation:
-                    last = next((m for m in reversed(store.list_messages(self.id)) if m.role == "assistant"), None)
+                    last = next((m for m in reversed(await db.list_messages(self.id)) if m.role == "assistant"), None)
                     updated = await turn.run_approved_calls(last) if last is not None else None
                     if updated is not None:
-                        store.upsert_message(self.id, updated)
-                turn.history = to_model_messages(store.history(self.id))
+                        await db.upsert_message(self.id, updated)
+                turn.history = to_model_messages(await db.history(self.id))
                 try:
                     outcome = await turn.run()
                 except (TurnFailed, asyncio.CancelledError):
@@ -571,7 +571,7 @@ class Session:
             return
         threshold, counter = self._compact_after
         count = counter or estimate_tokens
-        if count(self.agent.store.history(self.id)) > threshold:
+        if count(await self.agent.db.history(self.id)) > threshold:
             await self._compact_quietly("compact_after", counter)
 
     async def _fail(
@@ -603,11 +603,11 @@ class Session:
             outcome.usage = usage
         return outcome
 
-    def _persist(self, builder: AssistantMessageBuilder) -> Optional[UIMessage]:
+    async def _persist(self, builder: AssistantMessageBuilder) -> Optional[UIMessage]:
         if not builder.has_content():
             return None
         message = builder.message()
-        self.agent.store.upsert_message(self.id, message)
+        await self.agent.db.upsert_message(self.id, message)
         builder.persisted = message
         return message
 

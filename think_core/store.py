@@ -21,6 +21,8 @@ Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import os
 import re
@@ -28,6 +30,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, Literal, Optional, Protocol, Sequence, Union
 from typing import runtime_checkable
@@ -354,6 +357,11 @@ class SQLiteStore:
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
+
+    @property
+    def in_memory(self) -> bool:
+        """No file, so no other process can hold a lock on it."""
+        return _is_memory(self.path)
 
     # ------------------------------------------------------------------ sessions
 
@@ -870,3 +878,45 @@ def open_store(spec: Union[Store, str, "os.PathLike[str]", None] = None) -> Stor
     if isinstance(spec, Store):
         return spec
     raise TypeError(f"cannot open a store from {spec!r}")
+
+
+class AsyncStore:
+    """A store's methods as coroutines that run on the store's own worker thread.
+
+    The engine awaits the store through this facade, so a write waiting for another process's
+    lock on the SQLite file (or a long history read) never stalls the event loop, and with it
+    every other session's stream. One thread, because the store serialises its connection
+    anyway: more threads would only contend for its lock.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+        self._executor: Optional[ThreadPoolExecutor] = None
+        # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
+        self._inline = bool(getattr(store, "in_memory", False))
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.sync, name)
+
+        if self._inline:
+
+            async def inline(*args: Any, **kwargs: Any) -> Any:
+                return method(*args, **kwargs)
+
+            return inline
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
+            return await asyncio.get_running_loop().run_in_executor(
+                self._executor, functools.partial(method, *args, **kwargs)
+            )
+
+        call.__name__ = name
+        return call
+
+    def shutdown(self) -> None:
+        """Stop the worker thread (after the calls in flight)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None

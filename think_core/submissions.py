@@ -34,21 +34,21 @@ class SubmissionQueue:
 
     def __init__(self, session: "Session") -> None:
         self.session = session
-        self.store = session.agent.store
+        self.db = session.agent.db
         self._drain_task: Optional[asyncio.Task] = None
         self._recovery: list[Submission] = []
         self._changed = asyncio.Event()
 
-    def recover(self) -> None:
+    async def recover(self) -> None:
         """Called once when the session opens in this process. Rows another live process is
         running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
-        self._recovery = self.store.recover_submissions(
+        self._recovery = await self.db.recover_submissions(
             self.session.id, stale_after=self.session.agent.submission_lease
         )
-        if self._recovery or self.store.list_submissions(self.session.id, status="pending", limit=1):
+        if self._recovery or await self.db.list_submissions(self.session.id, status="pending", limit=1):
             self.kick()
 
-    def submit(
+    async def submit(
         self,
         messages: MessageInput,
         *,
@@ -56,7 +56,7 @@ class SubmissionQueue:
         idempotency_key: Optional[str] = None,
         metadata: Optional[dict[str, Any]] = None,
     ) -> SubmitResult:
-        row, created = self.store.create_submission(
+        row, created = await self.db.create_submission(
             self.session.id,
             coerce_messages(messages),
             submission_id=submission_id,
@@ -79,7 +79,7 @@ class SubmissionQueue:
         while self._recovery:
             await self._run(self._recovery.pop(0), recovering=True)
         while True:
-            row = self.store.claim_next_submission(self.session.id)
+            row = await self.db.claim_next_submission(self.session.id)
             if row is None:
                 return
             await self._run(row, recovering=False)
@@ -87,14 +87,14 @@ class SubmissionQueue:
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         from .session import _TurnRequest
 
-        session, store, sid = self.session, self.store, row.submission_id
+        session, db, sid = self.session, self.db, row.submission_id
 
-        def apply() -> None:
+        async def apply() -> None:
             if not recovering:
-                store.apply_submission_messages(session.id, sid)
+                await db.apply_submission_messages(session.id, sid)
 
-        def still_running() -> bool:
-            current = store.get_submission(session.id, sid)
+        async def still_running() -> bool:
+            current = await db.get_submission(session.id, sid)
             return current is not None and current.status == "running"
 
         request = _TurnRequest(
@@ -105,7 +105,7 @@ class SubmissionQueue:
             should_apply=still_running,
             extras={"submission": row, "recovering": recovering},
         )
-        store.heartbeat_submission(session.id, sid)  # a recovered row's lease is ours from now
+        await db.heartbeat_submission(session.id, sid)  # a recovered row's lease is ours from now
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(sid))
         try:
             result = await session._run_turn(request)
@@ -113,12 +113,12 @@ class SubmissionQueue:
             raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
-            store.finish_submission(session.id, sid, "error", error=f"{type(exc).__name__}: {exc}")
+            await db.finish_submission(session.id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         else:
             if result.status == "skipped":
-                store.finish_submission(session.id, sid, "aborted", error="cancelled before it ran")
+                await db.finish_submission(session.id, sid, "aborted", error="cancelled before it ran")
             else:
-                store.finish_submission(session.id, sid, result.status, error=result.error)
+                await db.finish_submission(session.id, sid, result.status, error=result.error)
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
@@ -129,21 +129,21 @@ class SubmissionQueue:
         interval = self.session.agent.submission_lease / 3
         while True:
             await asyncio.sleep(interval)
-            self.store.heartbeat_submission(self.session.id, submission_id)
+            await self.db.heartbeat_submission(self.session.id, submission_id)
 
     def _notify(self) -> None:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def cancel(self, submission_id: str) -> bool:
+    async def cancel(self, submission_id: str) -> bool:
         """Cancel a pending or running submission; its status becomes ``aborted``. A pending
         one's messages are never appended."""
-        row = self.store.get_submission(self.session.id, submission_id)
+        row = await self.db.get_submission(self.session.id, submission_id)
         if row is None or row.status not in ("pending", "running"):
             return False
         if row.status == "running" and self.session.cancel(submission_id):
             return True  # the drain records the aborted turn
-        changed = self.store.finish_submission(self.session.id, submission_id, "aborted", error="cancelled")
+        changed = await self.db.finish_submission(self.session.id, submission_id, "aborted", error="cancelled")
         self._notify()
         return changed
 
@@ -152,7 +152,7 @@ class SubmissionQueue:
 
         async def until_final() -> Submission:
             while True:
-                row = self.store.get_submission(self.session.id, submission_id)
+                row = await self.db.get_submission(self.session.id, submission_id)
                 if row is None:
                     raise KeyError(submission_id)
                 if row.status not in ("pending", "running"):

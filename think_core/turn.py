@@ -276,7 +276,7 @@ class Turn:
         self.session.last_input_tokens = 0
         if not self.messages_from_hook:
             self.base_messages = _with_continue_checkpoint(
-                to_model_messages(self.agent.store.history(self.session.id))
+                to_model_messages(await self.agent.db.history(self.session.id))
             )
 
     async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
