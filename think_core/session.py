@@ -68,7 +68,6 @@ class Session:
         self._lock = asyncio.Lock()
         self._active: dict[str, _ActiveTurn] = {}
         self._opened: Optional[asyncio.Future] = None
-        agent.store.ensure_session(session_id)
         self._submissions = SubmissionQueue(self)
         self._compact_after: Optional[tuple[int, Optional[TokenCounter]]] = None
         self.compaction_events: list[CompactionResult] = []
@@ -88,24 +87,33 @@ class Session:
     async def open(self) -> "Session":
         """Fire ``configure_session`` (once per process) and start recovering durable submissions.
         Every entry path awaits this; call it yourself to surface plugin errors early."""
-        if self._opened is None:
-            opening = self._opened = asyncio.get_running_loop().create_future()
+        while True:
+            if self._opened is None:
+                opening = self._opened = asyncio.get_running_loop().create_future()
+                try:
+                    await self.agent.db.ensure_session(self.id)
+                    await self.agent.hooks.configure_session(self)
+                    await self._submissions.recover()
+                except BaseException as exc:
+                    # Callers waiting on this attempt get its error; the next caller tries
+                    # again (a cancelled or failed first open must not break the session).
+                    self._opened = None
+                    opening.set_exception(exc)
+                    opening.exception()  # retrieved: each waiter re-raises it below
+                    raise
+                # Waiters resume only after this task has gone on to queue for the turn lock,
+                # so concurrent first calls keep their order.
+                opening.set_result(None)
+                return self
+            attempt = self._opened
             try:
-                await self.agent.hooks.configure_session(self)
-                await self._submissions.recover()
-            except BaseException as exc:
-                # Callers waiting on this attempt get its error; the next caller tries again
-                # (a cancelled or failed first open must not break the session for good).
-                self._opened = None
-                opening.set_exception(exc)
-                opening.exception()  # retrieved: each waiter re-raises it below
+                await asyncio.shield(attempt)
+                return self
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if attempt.done() and not attempt.cancelled() and task is not None and not task.cancelling():
+                    continue  # the opener was cancelled, not us: open again ourselves
                 raise
-            # Waiters resume only after this task has gone on to queue for the turn lock, so
-            # concurrent first calls keep their order.
-            opening.set_result(None)
-            return self
-        await asyncio.shield(self._opened)
-        return self
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
@@ -299,13 +307,34 @@ class Session:
         # inside a turn of this session the lock is already ours.
         if _TURN_OWNER.get() is self:
             return await self._settle_locked(tool_call_id, settle, auto_continue, on_event, request_id)
-        async with self._lock:
-            found = await self._apply_settlement(tool_call_id, settle)
+        request = _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+        applying = asyncio.ensure_future(self._apply_settlement_locked(tool_call_id, settle))
+        try:
+            # Shielded: a settled call must get its continuation even if this caller is
+            # cancelled between the write and the turn (a retry would be ignored as settled).
+            found = await asyncio.shield(applying)
+        except asyncio.CancelledError:
+            if auto_continue:
+                applying.add_done_callback(lambda done: self._continue_later(done, request))
+            raise
         if found and auto_continue:
-            return await self._run_turn(
-                _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
-            )
+            return await self._run_turn(request)
         return None
+
+    async def _apply_settlement_locked(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
+        async with self._lock:
+            return await self._apply_settlement(tool_call_id, settle)
+
+    def _continue_later(self, applying: asyncio.Future, request: _TurnRequest) -> None:
+        if applying.cancelled() or applying.exception() is not None or not applying.result():
+            return
+        self._spawn(self._run_turn(request))
+
+    def _spawn(self, coro: Any) -> None:
+        """Run ``coro`` in the background, outside any turn's context, tracked for ``aclose``."""
+        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _settle_locked(
         self,
@@ -318,12 +347,9 @@ class Session:
         if await self._apply_settlement(tool_call_id, settle) and auto_continue:
             # A continuation cannot run inside the current turn: queue it durably instead.
             logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
-            task = asyncio.get_running_loop().create_task(
-                self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)),
-                context=contextvars.Context(),
+            self._spawn(
+                self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id))
             )
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
         return None
 
     async def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
@@ -482,7 +508,8 @@ class Session:
         except asyncio.CancelledError:
             if not builder.persisted:
                 builder.abort()
-                await self._persist(builder)
+                # Shielded: a second cancellation must not lose the partial answer.
+                await asyncio.shield(self._persist(builder))
             if _absorb_cancel(handle):
                 return TurnOutcome("aborted", error_text="aborted"), builder.persisted
             raise

@@ -829,6 +829,12 @@ class SQLiteStore:
                         (now, session_id, sub.submission_id),
                     )
                     sub = sub.model_copy(update={"messages_applied": True})
+                # The recovering process owns the row from now: renew its lease in this same
+                # transaction, so another process opening the session does not recover it too.
+                conn.execute(
+                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ?",
+                    (now, session_id, sub.submission_id),
+                )
                 needs_turn.append(sub)
         return needs_turn
 
@@ -892,6 +898,7 @@ class AsyncStore:
     def __init__(self, store: Store) -> None:
         self.sync = store
         self._executor: Optional[ThreadPoolExecutor] = None
+        self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
 
@@ -906,6 +913,8 @@ class AsyncStore:
             return inline
 
         async def call(*args: Any, **kwargs: Any) -> Any:
+            if self._closed:
+                raise RuntimeError("the store is closed")
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
             return await asyncio.get_running_loop().run_in_executor(
@@ -916,7 +925,8 @@ class AsyncStore:
         return call
 
     def shutdown(self) -> None:
-        """Stop the worker thread (after the calls in flight)."""
+        """Stop the worker thread (after the calls in flight); later calls raise RuntimeError."""
+        self._closed = True
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

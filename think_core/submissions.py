@@ -56,9 +56,22 @@ class SubmissionQueue:
         idempotency_key: Optional[str] = None,
         metadata: Optional[dict[str, Any]] = None,
     ) -> SubmitResult:
+        # Shielded: once the row is written the drain must be started, even if the caller is
+        # cancelled meanwhile, or an accepted submission would sit in the store unserved.
+        return await asyncio.shield(
+            self._accept(coerce_messages(messages), submission_id, idempotency_key, metadata)
+        )
+
+    async def _accept(
+        self,
+        messages: list,
+        submission_id: Optional[str],
+        idempotency_key: Optional[str],
+        metadata: Optional[dict[str, Any]],
+    ) -> SubmitResult:
         row, created = await self.db.create_submission(
             self.session.id,
-            coerce_messages(messages),
+            messages,
             submission_id=submission_id,
             idempotency_key=idempotency_key,
             metadata=metadata,
@@ -125,11 +138,20 @@ class SubmissionQueue:
         self._notify()
 
     async def _heartbeat(self, submission_id: str) -> None:
-        """Renew the submission's lease while its turn runs (three times per lease)."""
+        """Renew the submission's lease while its turn runs (three times per lease). A failed
+        renewal is retried at the next beat; a row finished elsewhere cancels the local turn."""
         interval = self.session.agent.submission_lease / 3
         while True:
             await asyncio.sleep(interval)
-            await self.db.heartbeat_submission(self.session.id, submission_id)
+            try:
+                still_ours = await self.db.heartbeat_submission(self.session.id, submission_id)
+            except Exception:
+                logger.warning("heartbeat of submission %s failed; retrying", submission_id, exc_info=True)
+                continue
+            if not still_ours:
+                logger.warning("submission %s was finished elsewhere; cancelling its turn here", submission_id)
+                self.session.cancel(submission_id)
+                return
 
     def _notify(self) -> None:
         self._changed.set()
@@ -157,7 +179,11 @@ class SubmissionQueue:
                     raise KeyError(submission_id)
                 if row.status not in ("pending", "running"):
                     return row
-                await self._changed.wait()
+                # Our own drain signals; a submission another process runs is polled.
+                try:
+                    await asyncio.wait_for(self._changed.wait(), self.session.agent.submission_lease / 3)
+                except asyncio.TimeoutError:
+                    pass
 
         return await asyncio.wait_for(until_final(), timeout)
 

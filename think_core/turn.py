@@ -410,7 +410,8 @@ class CallIds:
 
     Some OpenAI-compatible servers number calls per response (``call_0`` in every step), and a
     model may even repeat an id within one step. A repeated id would overwrite the earlier
-    call's part and pair results with the wrong call, so repeats get a suffix (``call_0~2``).
+    call's part and pair results with the wrong call, so repeats get a suffix (``call_0_2``:
+    letters, digits and ``_`` only, which every provider accepts in an id).
     The n-th start of an id pairs with its n-th completion, in stream order.
     """
 
@@ -422,7 +423,7 @@ class CallIds:
         candidate, n = raw, 1
         while candidate in self._used:
             n += 1
-            candidate = f"{raw}~{n}"
+            candidate = f"{raw}_{n}"
         self._used.add(candidate)
         return candidate
 

@@ -127,7 +127,7 @@ class HttpTurn:
         if trigger == "regenerate-message":
             doomed = regenerate_cut(stored, incoming, message_id)
             if doomed:
-                self.agent.store.delete_messages(self.session.id, doomed)
+                await self.agent.db.delete_messages(self.session.id, doomed)
                 stored = await self.session.messages()
         fresh = new_messages(stored, incoming)
         async for chunk in self.session.stream(fresh, body=body, trigger="http", request_id=self.stream_id):
@@ -198,7 +198,7 @@ def check_session_id(session_id: str) -> None:
 async def session_messages(agent: Think, session_id: str) -> Response:
     check_session_id(session_id)
     # Read the store directly: a read must not open (and keep in memory) a session.
-    messages = agent.store.list_messages(session_id)
+    messages = await agent.db.list_messages(session_id)
     return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
 
 
@@ -212,5 +212,5 @@ async def session_submissions(agent: Think, session_id: str, status: Optional[st
             raise HTTPError(400, "'limit' must be an integer", "invalid_request") from None
         if n < 1:
             raise HTTPError(400, "'limit' must be at least 1", "invalid_request")
-    rows = agent.store.list_submissions(session_id, status=status, limit=n)
+    rows = await agent.db.list_submissions(session_id, status=status, limit=n)
     return JSONResponse({"id": session_id, "submissions": [json.loads(r.model_dump_json()) for r in rows]})

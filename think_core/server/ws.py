@@ -126,7 +126,7 @@ class ChatSocket:
             if request.trigger == "regenerate-message":
                 doomed = regenerate_cut(stored, incoming, request.message_id)
                 if doomed:
-                    self.agent.store.delete_messages(self.session_id, doomed)
+                    await self.agent.db.delete_messages(self.session_id, doomed)
                     stored = await self.session.messages()
             fresh = new_messages(stored, incoming)
             announced = False
