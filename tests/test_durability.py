@@ -1,0 +1,90 @@
+"""Durability under concurrency: leases across processes (here: agents on one file),
+cancellation between a write and its follow-up, and a closed store."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+
+import pytest
+
+from think_core import hookimpl
+from think_core.agent import Think
+from think_core.models.scripted import ScriptedModel, Step
+from think_core.store import SQLiteStore, UIMessage
+
+
+def test_recovering_a_submission_takes_its_lease(tmp_path):
+    db = str(tmp_path / "lease.db")
+    with SQLiteStore(db) as first, SQLiteStore(db) as second:
+        sub, _ = first.create_submission("s", [UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "x"}])])
+        first.claim_next_submission("s")
+        first.apply_submission_messages("s", sub.submission_id)
+        # The process that claimed it died long ago: its lease is stale.
+        first._conn.execute("UPDATE submissions SET heartbeat_at = 0, started_at = 0")
+        first._conn.commit()
+        assert [r.submission_id for r in first.recover_submissions("s", stale_after=30)] == [sub.submission_id]
+        assert second.recover_submissions("s", stale_after=30) == []  # the first recoverer owns it now
+
+
+async def test_an_accepted_submission_is_drained_even_if_the_caller_was_cancelled(tmp_path):
+    db = tmp_path / "cancel.db"
+    agent = Think(ScriptedModel(["answered"]), store=str(db), load_entrypoints=False)
+    session = agent.session("s")
+    await session.open()
+    locker = sqlite3.connect(db)
+    locker.execute("BEGIN EXCLUSIVE")  # the write waits on the lock, on the store's thread
+    submit = asyncio.create_task(session.submit_messages("hello", idempotency_key="k"))
+    await asyncio.sleep(0.1)
+    submit.cancel()
+    locker.rollback()
+    locker.close()
+    with pytest.raises(asyncio.CancelledError):
+        await submit
+    again = await session.submit_messages("hello", idempotency_key="k")
+    assert again.accepted is False  # the cancelled call's write went through
+    done = await session.wait_for_submission(again.submission_id, timeout=5)
+    assert done.status == "completed"
+    assert [m.text for m in await session.messages()] == ["hello", "answered"]
+    await agent.aclose()
+
+
+async def test_waiting_for_a_submission_another_agent_runs(tmp_path):
+    db = str(tmp_path / "shared.db")
+    runner = Think(ScriptedModel([Step(text="slow answer")], delay=0.05), store=db, load_entrypoints=False,
+                   submission_lease=0.3)
+    accepted = await runner.session("s").submit_messages("work")
+    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=0.3)
+    done = await watcher.session("s").wait_for_submission(accepted.submission_id, timeout=5)
+    assert done.status == "completed"
+    await runner.aclose()
+    await watcher.aclose()
+
+
+async def test_a_cancelled_first_open_does_not_break_callers_waiting_on_it():
+    class SlowConfigure:
+        name = "slow_configure"
+
+        @hookimpl
+        async def configure_session(self, session):
+            await asyncio.sleep(0.1)
+
+    agent = Think(ScriptedModel(["one", "two"]), plugins=[SlowConfigure()], load_entrypoints=False)
+    session = agent.session("s")
+    first = asyncio.create_task(session.chat("first"))
+    await asyncio.sleep(0.01)
+    second = asyncio.create_task(session.chat("second"))
+    await asyncio.sleep(0.01)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert (await asyncio.wait_for(second, 5)).status == "completed"
+
+
+async def test_a_closed_agent_refuses_store_calls(tmp_path):
+    agent = Think(ScriptedModel(["x"]), store=str(tmp_path / "c.db"), load_entrypoints=False)
+    session = agent.session("s")
+    await session.chat("hi")
+    await agent.aclose()
+    with pytest.raises(RuntimeError, match="closed"):
+        await session.messages()
