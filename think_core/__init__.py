@@ -4,7 +4,13 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, block
 """
 
 from .agent import Think
-from .errors import ConfigurationError, NestedTurnError, PluginError, ProviderError, ThinkError
+from .errors import (
+    ConfigurationError,
+    NestedTurnError,
+    PluginError,
+    ProviderError,
+    ThinkError,
+)
 from .events import (
     Finish,
     ReasoningDelta,
@@ -17,11 +23,11 @@ from .events import (
     Usage,
 )
 from .markers import PROJECT, hookimpl, hookspec
-from .tools import Tool, ToolAnnotations, tool
 from .messages import user_message
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
 from .store import SQLiteStore, Store, Submission
+from .tools import Tool, ToolAnnotations, tool
 from .types import (
     ChatErrorContext,
     ChatResponseResult,

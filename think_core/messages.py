@@ -6,7 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable, Sequence, Union
 
-from .models.base import AssistantMessage, ModelMessage, ToolCallRequest, ToolMessage, UserMessage
+from .models.base import (
+    AssistantMessage,
+    ModelMessage,
+    ToolCallRequest,
+    ToolMessage,
+    UserMessage,
+)
 from .types import UIMessage
 
 # Tool-part states that carry a result the model must see.

@@ -10,15 +10,30 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import inspect
-from contextlib import aclosing
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Optional, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Optional,
+    Union,
+)
 
 from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
+from .messages import (
+    PENDING_TOOL_STATES,
+    MessageInput,
+    coerce_messages,
+    is_tool_part,
+    new_id,
+    to_model_messages,
+)
 from .store import Submission
-from .messages import PENDING_TOOL_STATES, MessageInput, coerce_messages, is_tool_part, new_id, to_model_messages
 from .submissions import SubmissionQueue, SubmitResult
 from .turn import Turn, TurnFailed, TurnOutcome
 from .types import ChatErrorContext, ChatResponseResult, TurnResult, UIMessage
@@ -305,9 +320,13 @@ class Session:
         # The read-modify-write holds the turn lock, so it never interleaves with a turn that is
         # writing the same message (one still streaming, or one running approved calls). From
         # inside a turn of this session the lock is already ours.
-        if _TURN_OWNER.get() is self:
-            return await self._settle_locked(tool_call_id, settle, auto_continue, on_event, request_id)
         request = _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+        if _TURN_OWNER.get() is self:
+            if await self._apply_settlement(tool_call_id, settle) and auto_continue:
+                # A continuation cannot run inside the current turn: it runs right after it.
+                logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
+                self._spawn(self._run_turn(request))
+            return None
         applying = asyncio.ensure_future(self._apply_settlement_locked(tool_call_id, settle))
         try:
             # Shielded: a settled call must get its continuation even if this caller is
@@ -335,22 +354,6 @@ class Session:
         task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _settle_locked(
-        self,
-        tool_call_id: str,
-        settle: Callable[[dict[str, Any]], bool],
-        auto_continue: bool,
-        on_event: Optional[Callable[[dict[str, Any]], Any]],
-        request_id: Optional[str],
-    ) -> Optional[TurnResult]:
-        if await self._apply_settlement(tool_call_id, settle) and auto_continue:
-            # A continuation cannot run inside the current turn: queue it durably instead.
-            logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
-            self._spawn(
-                self._run_turn(_TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id))
-            )
-        return None
 
     async def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
         """Settle the call's part; True when that completed its message's batch of pending calls.

@@ -32,8 +32,17 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, Literal, Optional, Protocol, Sequence, Union
-from typing import runtime_checkable
+from typing import (
+    Any,
+    Iterable,
+    Iterator,
+    Literal,
+    Optional,
+    Protocol,
+    Sequence,
+    Union,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, Field
 

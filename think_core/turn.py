@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import aclosing
 import logging
 import random
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
+from .compaction import compact_session
 from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
+from .messages import is_tool_part, to_model_messages, tool_name_of
 from .models.base import (
     AssistantMessage,
     CallSettings,
@@ -29,8 +31,6 @@ from .models.base import (
     ToolSpec,
     UserMessage,
 )
-from .compaction import compact_session
-from .messages import is_tool_part, to_model_messages, tool_name_of
 from .models.retry import is_retryable, parse_retry_after
 from .tool_calls import ToolCallRunner
 from .tools import Tool, client_tools_from

@@ -156,7 +156,11 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "analytics_command", None) != "report":
         print("usage: think analytics report [--db PATH | --jsonl PATH] [--json]", file=sys.stderr)
         return 2
-    from think_plugins.analytics import DEFAULT_DB_PATH, read_jsonl_points, read_sqlite_points
+    from think_plugins.analytics import (
+        DEFAULT_DB_PATH,
+        read_jsonl_points,
+        read_sqlite_points,
+    )
 
     try:
         if args.jsonl:

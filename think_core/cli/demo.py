@@ -163,8 +163,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from .analytics_cmd import print_summary, summarize
     from think_plugins.analytics import read_sqlite_points
+
+    from .analytics_cmd import print_summary, summarize
 
     workdir = Path(args.db).parent if args.db else Path(tempfile.mkdtemp(prefix="think-demo-"))
     db = Path(args.db) if args.db else workdir / "conversation.db"

@@ -22,9 +22,9 @@ API keys: ``api_key=None`` reads ``ANTHROPIC_API_KEY``; ``api_key=""`` sends non
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 import os
 import re
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 import httpx
@@ -40,12 +40,12 @@ from ..events import (
     Usage,
 )
 from ._http import (
-    finish_reading,
-    AnyClient,
     DEFAULT_TIMEOUT,
+    AnyClient,
     call_timeout,
     client_for_call,
     error_from_response,
+    finish_reading,
     incomplete_stream,
     invalid_event,
     resolve_api_key,

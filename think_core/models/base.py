@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, AsyncIterator, Literal, Protocol, Union, runtime_checkable
+from typing import (
+    Annotated,
+    Any,
+    AsyncIterator,
+    Literal,
+    Protocol,
+    Union,
+    runtime_checkable,
+)
 
 from pydantic import BaseModel, ConfigDict, Field
 

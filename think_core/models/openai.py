@@ -17,10 +17,10 @@ api_key="", headers={"api-key": KEY}, query={"api-version": "2024-10-21"})``.
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 import os
 import re
 import uuid
+from contextlib import aclosing
 from typing import Any, AsyncIterator
 
 import httpx
@@ -36,12 +36,12 @@ from ..events import (
     Usage,
 )
 from ._http import (
-    finish_reading,
-    AnyClient,
     DEFAULT_TIMEOUT,
+    AnyClient,
     call_timeout,
     client_for_call,
     error_from_response,
+    finish_reading,
     incomplete_stream,
     invalid_event,
     resolve_api_key,

@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Mapping, TypeVar
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+)
 
 from ..errors import ProviderError
 

@@ -23,9 +23,23 @@ from ..agent import Think
 from ..errors import ThinkError
 from ..messages import new_id
 from ..session import Session
-from .frames import ProtocolError, chunk_frame, done_frame, dumps, error_body, messages_frame, split_chat_body
+from .frames import (
+    ProtocolError,
+    chunk_frame,
+    done_frame,
+    dumps,
+    error_body,
+    messages_frame,
+    split_chat_body,
+)
 from .hub import SessionHub
-from .turns import ToolUpdate, new_messages, parse_messages, regenerate_cut, settled_tool_updates
+from .turns import (
+    ToolUpdate,
+    new_messages,
+    parse_messages,
+    regenerate_cut,
+    settled_tool_updates,
+)
 
 logger = logging.getLogger("think.server")
 
