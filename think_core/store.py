@@ -326,7 +326,9 @@ class SQLiteStore:
     @staticmethod
     def _message(row: sqlite3.Row) -> UIMessage:
         metadata = row["metadata"]
-        return UIMessage(
+        # Rows were validated on the way in: skip validation on the way out (every turn reads
+        # the whole history, so this is the store's hottest path).
+        return UIMessage.model_construct(
             id=row["message_id"],
             role=row["role"],
             parts=json.loads(row["parts"]),
