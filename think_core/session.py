@@ -12,7 +12,7 @@ import contextvars
 import inspect
 import logging
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -68,7 +68,6 @@ class _TurnRequest:
     request_id: Optional[str] = None
     apply_incoming: Optional[Callable[[], Awaitable[Any]]] = None  # applies the messages itself (submissions)
     should_apply: Optional[Callable[[], Awaitable[bool]]] = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class Session:

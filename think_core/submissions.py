@@ -116,7 +116,6 @@ class SubmissionQueue:
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
-            extras={"submission": row, "recovering": recovering},
         )
         await db.heartbeat_submission(session.id, sid)  # a recovered row's lease is ours from now
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(sid))
