@@ -100,6 +100,29 @@ async def client_for_call(client: AnyClient, timeout: httpx.Timeout) -> AsyncIte
         yield own
 
 
+@contextlib.asynccontextmanager
+async def post_event_stream(
+    client: AnyClient,
+    url: str,
+    *,
+    body: Any,
+    headers: Mapping[str, str],
+    timeout: httpx.Timeout,
+    provider: str,
+    params: Mapping[str, str] | None = None,
+) -> AsyncIterator[httpx.Response]:
+    """POST ``body`` and yield the streaming response once it is known to be an event stream.
+
+    An error status raises :class:`ProviderError` from the error body; so does a ``200`` with a
+    JSON body, which some proxies send instead of a stream when the upstream failed.
+    """
+    async with client_for_call(client, timeout) as http:
+        async with http.stream("POST", url, json=body, headers=headers, params=params or None, timeout=timeout) as response:
+            if response.status_code >= 400 or response.headers.get("content-type", "").startswith("application/json"):
+                raise error_from_response(response, await response.aread(), provider)
+            yield response
+
+
 def call_timeout(default: httpx.Timeout, seconds: float | None) -> httpx.Timeout:
     """``CallSettings.timeout`` (seconds) bounds each network operation of the call."""
     return default if seconds is None else httpx.Timeout(seconds)

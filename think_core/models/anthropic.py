@@ -43,11 +43,10 @@ from ._http import (
     DEFAULT_TIMEOUT,
     AnyClient,
     call_timeout,
-    client_for_call,
-    error_from_response,
     finish_reading,
     incomplete_stream,
     invalid_event,
+    post_event_stream,
     resolve_api_key,
     stream_error,
 )
@@ -175,21 +174,16 @@ class AnthropicModel:
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body, output = self._build(request)
-        timeout = call_timeout(self._timeout, request.settings.timeout)
-        async with client_for_call(self._client, timeout) as client:
-            async with client.stream(
-                "POST",
-                f"{self.base_url}/v1/messages",
-                json=body,
-                headers=self._request_headers(request),
-                timeout=timeout,
-            ) as response:
-                if response.status_code >= 400:
-                    raise error_from_response(response, await response.aread(), self.provider)
-                if response.headers.get("content-type", "").startswith("application/json"):
-                    raise error_from_response(response, await response.aread(), self.provider)
-                async for event in self._parse(response, output):
-                    yield event
+        async with post_event_stream(
+            self._client,
+            f"{self.base_url}/v1/messages",
+            body=body,
+            headers=self._request_headers(request),
+            timeout=call_timeout(self._timeout, request.settings.timeout),
+            provider=self.provider,
+        ) as response:
+            async for event in self._parse(response, output):
+                yield event
 
     async def _parse(self, response: httpx.Response, output: "_OutputTool | None") -> AsyncIterator[ModelEvent]:
         blocks: dict[int, _Block] = {}

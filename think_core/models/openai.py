@@ -39,11 +39,10 @@ from ._http import (
     DEFAULT_TIMEOUT,
     AnyClient,
     call_timeout,
-    client_for_call,
-    error_from_response,
     finish_reading,
     incomplete_stream,
     invalid_event,
+    post_event_stream,
     resolve_api_key,
     stream_error,
 )
@@ -166,25 +165,17 @@ class OpenAIChatModel:
         return stream_with_retry(lambda: self._attempt(request), self._retry)
 
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body = self.build_body(request)
-        timeout = call_timeout(self._timeout, request.settings.timeout)
-        async with client_for_call(self._client, timeout) as client:
-            async with client.stream(
-                "POST",
-                f"{self.base_url}/chat/completions",
-                json=body,
-                headers=self._request_headers(request),
-                params=self._query or None,
-                timeout=timeout,
-            ) as response:
-                if response.status_code >= 400:
-                    raise error_from_response(response, await response.aread(), self.provider)
-                if response.headers.get("content-type", "").startswith("application/json"):
-                    # Some proxies answer an error with 200 + JSON instead of a stream.
-                    content = await response.aread()
-                    raise error_from_response(response, content, self.provider)
-                async for event in self._parse(response):
-                    yield event
+        async with post_event_stream(
+            self._client,
+            f"{self.base_url}/chat/completions",
+            body=self.build_body(request),
+            headers=self._request_headers(request),
+            params=self._query,
+            timeout=call_timeout(self._timeout, request.settings.timeout),
+            provider=self.provider,
+        ) as response:
+            async for event in self._parse(response):
+                yield event
 
     async def _parse(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
         calls = _ToolCalls()
