@@ -24,6 +24,10 @@ from .events import (
 )
 from .markers import PROJECT, hookimpl, hookspec
 from .messages import user_message
+from .models.anthropic import AnthropicModel
+from .models.openai import OpenAIChatModel
+from .models.resolve import resolve_model
+from .models.scripted import ScriptedModel, Step
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
 from .store import SQLiteStore, Store, Submission
@@ -49,6 +53,11 @@ from .types import (
 
 __all__ = [
     "PROJECT",
+    "AnthropicModel",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "Step",
+    "resolve_model",
     "PluginInfo",
     "SQLiteStore",
     "Session",

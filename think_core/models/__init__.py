@@ -1,5 +1,6 @@
 """Model providers and the provider-neutral model interface."""
 
+from .anthropic import AnthropicModel
 from .base import (
     AssistantMessage,
     CallSettings,
@@ -12,8 +13,21 @@ from .base import (
     ToolSpec,
     UserMessage,
 )
+from .openai import OpenAIChatModel
+from .resolve import SharedClient, register_model_prefix, resolve_model
+from .retry import RetryPolicy
+from .scripted import ScriptedModel, Step, call
 
 __all__ = [
+    "AnthropicModel",
+    "OpenAIChatModel",
+    "RetryPolicy",
+    "ScriptedModel",
+    "SharedClient",
+    "Step",
+    "call",
+    "register_model_prefix",
+    "resolve_model",
     "AssistantMessage",
     "CallSettings",
     "Model",
