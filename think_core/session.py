@@ -26,15 +26,14 @@ from typing import (
 from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
 from .messages import (
-    PENDING_TOOL_STATES,
     MessageInput,
     coerce_messages,
-    is_tool_part,
     new_id,
     to_model_messages,
 )
 from .store import Submission
 from .submissions import SubmissionQueue, SubmitResult
+from .tool_results import Settle, apply_answer, approval_update, result_update
 from .turn import Turn, TurnFailed, TurnOutcome
 from .types import ChatErrorContext, ChatResponseResult, TurnResult, UIMessage
 from .ui_stream import AssistantMessageBuilder, Emit
@@ -264,20 +263,7 @@ class Session:
         auto-continuation turn runs and its result is returned."""
         _check_callback(on_event)
         await self.open()
-
-        def settle(part: dict[str, Any]) -> bool:
-            if part.get("state") == "approval-responded":
-                raise ValueError(
-                    f"tool call {tool_call_id!r} was approved and runs on the server; it takes no client result"
-                )
-            if error is not None:
-                part.update(state="output-error", errorText=error)
-            else:
-                part.update(state="output-available", output=output)
-            part.pop("preliminary", None)
-            return True
-
-        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
+        return await self._settle(tool_call_id, result_update(tool_call_id, output, error), auto_continue, on_event, request_id)
 
     async def approve_tool_call(
         self,
@@ -293,25 +279,13 @@ class Session:
         (``before_tool_call`` still has the final say); a denied one is answered with an error."""
         _check_callback(on_event)
         await self.open()
-
-        def settle(part: dict[str, Any]) -> bool:
-            if part.get("state") == "approval-responded":
-                return False  # answered already: a repeated approval is ignored
-            if part.get("state") != "approval-requested":
-                raise ValueError(f"tool call {tool_call_id!r} is not waiting for an approval")
-            part["approval"] = {"id": tool_call_id, "approved": approved, **({"reason": reason} if reason else {})}
-            if approved:
-                part["state"] = "approval-responded"
-            else:
-                part.update(state="output-denied", errorText=reason or "Tool execution denied by user.")
-            return True
-
+        settle = approval_update(tool_call_id, approved, reason)
         return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
 
     async def _settle(
         self,
         tool_call_id: str,
-        settle: Callable[[dict[str, Any]], bool],
+        settle: Settle,
         auto_continue: bool,
         on_event: Optional[Callable[[dict[str, Any]], Any]],
         request_id: Optional[str],
@@ -321,7 +295,7 @@ class Session:
         # inside a turn of this session the lock is already ours.
         request = _TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
         if _TURN_OWNER.get() is self:
-            if await self._apply_settlement(tool_call_id, settle) and auto_continue:
+            if await apply_answer(self.agent.db, self.id, tool_call_id, settle) and auto_continue:
                 # A continuation cannot run inside the current turn: it runs right after it.
                 logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
                 self._spawn(self._run_turn(request))
@@ -339,9 +313,9 @@ class Session:
             return await self._run_turn(request)
         return None
 
-    async def _apply_settlement_locked(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
+    async def _apply_settlement_locked(self, tool_call_id: str, settle: Settle) -> bool:
         async with self._lock:
-            return await self._apply_settlement(tool_call_id, settle)
+            return await apply_answer(self.agent.db, self.id, tool_call_id, settle)
 
     def _continue_later(self, applying: asyncio.Future, request: _TurnRequest) -> None:
         if applying.cancelled() or applying.exception() is not None or not applying.result():
@@ -353,27 +327,6 @@ class Session:
         task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-
-    async def _apply_settlement(self, tool_call_id: str, settle: Callable[[dict[str, Any]], bool]) -> bool:
-        """Settle the call's part; True when that completed its message's batch of pending calls.
-        Called with the turn lock held, so the read-modify-write cannot interleave with a turn."""
-        db = self.agent.db
-        for message in reversed(await db.list_messages(self.id)):
-            if message.role != "assistant":
-                continue
-            part = next((p for p in message.parts if is_tool_part(p) and p.get("toolCallId") == tool_call_id), None)
-            if part is None:
-                continue
-            if part.get("state") not in PENDING_TOOL_STATES:
-                return False  # already settled: a repeated result is ignored
-            # settle() raises ValueError when this kind of answer does not fit the call.
-            if not settle(part):
-                return False
-            await db.upsert_message(self.id, message)
-            return not any(
-                is_tool_part(p) and p.get("state") in ("input-available", "approval-requested") for p in message.parts
-            )
-        raise KeyError(f"no tool call {tool_call_id!r} in session {self.id!r}")
 
     async def clear(self) -> None:
         """Cancel running and queued turns, wait for them to record their partial answers, then
