@@ -569,3 +569,10 @@ async def test_idle_sessions_are_not_kept_forever_but_a_session_in_use_is_never_
     assert set(agent.sessions) <= {"held", "s3", "s4"}
     assert "held" in agent.sessions and agent.session("held") is held
     assert [m.text for m in await agent.session("s0").messages()] == ["hi", "ok"]  # reopened from the store
+
+
+async def test_the_agent_is_an_async_context_manager(tmp_path):
+    async with Think(ScriptedModel(["hi"]), store=str(tmp_path / "a.db"), load_entrypoints=False) as agent:
+        assert (await agent.session("s").chat("x")).text == "hi"
+    with pytest.raises(RuntimeError, match="closed"):
+        await agent.session("s").messages()

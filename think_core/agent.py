@@ -157,3 +157,9 @@ class Think:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    async def __aenter__(self) -> "Think":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
