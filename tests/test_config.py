@@ -97,3 +97,19 @@ def test_flags_win_over_the_file(tmp_path):
     write(tmp_path, '[think]\nmodel = "anthropic:claude-sonnet-4-5"\n')
     done = think(tmp_path, "run", "hi", "--model", "openai:gpt-4o-mini", OPENAI_API_KEY="", ANTHROPIC_API_KEY="")
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr
+
+
+def test_think_plugins_applies_the_files_disable_list(tmp_path):
+    import json
+
+    write(tmp_path, '[think]\ndisable = ["analytics"]\n')
+    done = think(tmp_path, "plugins", "--json")
+    assert done.returncode == 0, done.stderr
+    status = {row["name"]: row["status"] for row in json.loads(done.stdout)}
+    assert status["analytics"] == "disabled" and status["tool_cache"] == "loaded"
+
+
+def test_run_accepts_the_offline_demo_model(tmp_path):
+    done = think(tmp_path, "run", "weather in Oslo?", "--model", "demo", "--no-plugins")
+    assert done.returncode == 0, done.stderr
+    assert "Oslo: -3°C and snowing." in done.stdout

@@ -576,3 +576,12 @@ async def test_the_agent_is_an_async_context_manager(tmp_path):
         assert (await agent.session("s").chat("x")).text == "hi"
     with pytest.raises(RuntimeError, match="closed"):
         await agent.session("s").messages()
+
+
+def test_scripted_steps_accept_tool_call_events_and_refuse_anything_else():
+    from think_core import ToolCall
+
+    step = Step(tool_calls=[ToolCall("c1", "add", {"a": 1, "b": 2})])
+    assert (step.tool_calls[0].name, step.tool_calls[0].input, step.tool_calls[0].id) == ("add", {"a": 1, "b": 2}, "c1")
+    with pytest.raises(TypeError, match="call\\(name, input\\)"):
+        Step(tool_calls=[{"name": "add"}])

@@ -31,7 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # not built yet
             raise
         doc = (module.__doc__ or "").strip().splitlines()
-        sp = sub.add_parser(command, help=doc[0] if doc else None, description=module.__doc__)
+        sp = sub.add_parser(
+            command,
+            help=doc[0] if doc else None,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the examples' lines
+        )
         module.add_arguments(sp)
         sp.set_defaults(_run=module.run)
     return parser

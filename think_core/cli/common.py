@@ -11,6 +11,7 @@ from ..config import load_config
 from ..errors import ConfigurationError
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
+DEMO_MODEL = "demo"  # the offline scripted model and tools of `think demo`
 DEFAULT_DB = "think.db"
 DEFAULT_MAX_STEPS = 10
 
@@ -19,8 +20,8 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help='model string: "openai:NAME", "anthropic:NAME" or "openai-compatible:NAME@URL" '
-        f"(default: ${DEFAULT_MODEL_ENV}, then think.toml)",
+        help='model string: "openai:NAME", "anthropic:NAME", "openai-compatible:NAME@URL", or "demo" '
+        f"(offline, scripted) (default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
     parser.add_argument("--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB})")
     parser.add_argument("--system", default=None, help="system prompt")
@@ -60,4 +61,10 @@ def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
             f"no model: pass --model (e.g. openai:gpt-4o-mini), set ${DEFAULT_MODEL_ENV}, or set model in think.toml"
         )
     kwargs.update(extra)
+    if model == DEMO_MODEL:
+        from ..models.scripted import ScriptedModel
+        from .demo import demo_step, get_weather, save_note
+
+        kwargs.setdefault("tools", [get_weather, save_note])
+        return Think(ScriptedModel([demo_step], repeat=True), **kwargs)
     return Think(model, **kwargs)

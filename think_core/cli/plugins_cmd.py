@@ -1,8 +1,9 @@
 """List the installed plugins: name, distribution, version, hooks, status and error.
 
 Builds a plugin manager the way an agent would (entry points of group ``think``, with
-``THINK_PLUGINS`` / ``THINK_DISABLE_PLUGINS`` applied), so what it shows is what an agent
-started from the same environment would load.
+``THINK_PLUGINS`` / ``THINK_DISABLE_PLUGINS`` and think.toml's ``disable`` list and plugin
+settings applied), so what it shows is what ``think run/chat/serve`` started from the same
+folder and environment would load.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import json
 import sys
 
+from ..config import load_config
 from ..errors import ConfigurationError
 from ..plugins import PluginInfo, build_plugin_manager
 
@@ -20,6 +22,7 @@ FIELDS = ("name", "distribution", "version", "hooks", "status", "error")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list instead of a table")
+    parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
 
 
 def _rows(infos: list[PluginInfo]) -> list[dict[str, object]]:
@@ -55,7 +58,8 @@ def _print_table(rows: list[dict[str, object]]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        pm = build_plugin_manager()
+        config = load_config(args.config)
+        pm = build_plugin_manager(disable=config.think.disable, settings=config.plugins)
     except ConfigurationError as exc:
         print(f"think plugins: {exc}", file=sys.stderr)
         return 1

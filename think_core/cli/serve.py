@@ -21,12 +21,10 @@ from typing import Any, Iterator
 
 from ..agent import Think
 from ..errors import ConfigurationError
-from .common import add_agent_arguments, build_agent, resolve_agent_options
+from .common import add_agent_arguments, build_agent
+
 
 #: ``--model demo``: the offline scripted model of ``think demo``, with its tools.
-DEMO_MODEL = "demo"
-
-
 def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plugins",
@@ -42,12 +40,6 @@ def agent_from_args(args: argparse.Namespace) -> Think:
         if args.no_plugins:
             raise ConfigurationError("--plugins and --no-plugins contradict each other")
         os.environ["THINK_PLUGINS"] = args.plugins
-    model, kwargs = resolve_agent_options(args)
-    if model == DEMO_MODEL:
-        from ..models.scripted import ScriptedModel
-        from .demo import demo_step, get_weather, save_note
-
-        return Think(ScriptedModel([demo_step], repeat=True), tools=[get_weather, save_note], **kwargs)
     return build_agent(args)
 
 
@@ -67,7 +59,7 @@ async def run(args: argparse.Namespace) -> int:
 
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
     except ImportError as exc:
-        print(f"think serve: the server extra is not installed ({exc.name}); pip install 'think[server]'", file=sys.stderr)
+        print(f"think serve: the server extra is not installed ({exc.name}); install the server extra (from a checkout: pip install -e '.[server]')", file=sys.stderr)
         return 2
     try:
         agent = agent_from_args(args)

@@ -55,6 +55,16 @@ class Step:
     error_after_output: bool = False
     error_as_event: bool = False
 
+    def __post_init__(self) -> None:
+        calls = []
+        for item in self.tool_calls:
+            if isinstance(item, ToolCall):  # the stream event: accepted for convenience
+                item = ScriptedToolCall(item.tool_name, item.input if item.input is not None else item.raw_input, item.tool_call_id)
+            if not isinstance(item, ScriptedToolCall):
+                raise TypeError(f"Step.tool_calls takes call(name, input) objects, got {item!r}")
+            calls.append(item)
+        self.tool_calls = calls
+
 
 ScriptEntry = Union[Step, str, Callable[[ModelRequest], "Step | str"]]
 
