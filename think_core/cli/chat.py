@@ -58,6 +58,10 @@ class ChunkPrinter:
         if kind == "text-delta":
             self.console.print(chunk["delta"], end="", markup=False, highlight=False, soft_wrap=True)
             self._mid_line = True
+        elif kind == "reasoning-start":
+            # Labelled, so the model's thinking is not read as its answer.
+            self.console.print("(thinking) ", end="", style="dim", markup=False, highlight=False)
+            self._mid_line = True
         elif kind == "reasoning-delta":
             self.console.print(chunk["delta"], end="", style="dim italic", markup=False, highlight=False, soft_wrap=True)
             self._mid_line = True
