@@ -394,3 +394,35 @@ async def test_constructor_settings_are_kept() -> None:
 def test_bad_settings_name_the_plugin_and_field(section: dict, field: str) -> None:
     with pytest.raises(ConfigurationError, match=f"'tool_cache'.*{field}"):
         Think(ScriptedModel([]), plugins=[ToolCache()], load_entrypoints=False, settings={"tool_cache": section})
+
+
+async def test_an_idempotent_write_invalidates_what_reads_cached() -> None:
+    """set(5), get, set(6), get: the second get must see 6, and set(5) again must really run."""
+    from think_core import tool as make_tool
+
+    state = {"value": 0, "sets": 0}
+
+    @make_tool(idempotent=True)
+    def set_value(value: int) -> str:
+        """Set the value (idempotent, not read-only)."""
+        state["value"] = value
+        state["sets"] += 1
+        return f"set {value}"
+
+    @make_tool(read_only=True)
+    def get_value() -> int:
+        """Read the value."""
+        return state["value"]
+
+    class Both:
+        all = [set_value, get_value]
+        ran: dict = {}
+
+    cache = ToolCache()
+    model = steps(
+        ("set_value", {"value": 5}), ("set_value", {"value": 5}), ("get_value", {}),
+        ("set_value", {"value": 6}), ("get_value", {}), ("set_value", {"value": 5}), ("get_value", {}),
+    )
+    await make(model, Both(), cache).session("s").chat("go")
+    assert outputs(model) == ["set 5", "set 5", 5, "set 6", 6, "set 5", 5]
+    assert state["sets"] == 3  # the immediate repeat of set(5) was served from the cache; the later one ran

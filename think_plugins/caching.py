@@ -50,7 +50,7 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import closing
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -443,12 +443,19 @@ class ToolCache:
         seen = self._pending(ctx).pop(ctx.tool_call_id, None)
         if ctx.decision != "allow" or ctx.tool is None:
             return  # blocked or substituted: nothing ran (nothing to store, nothing mutated)
-        if not self.is_cacheable(ctx.tool_name, ctx.tool):
+        annotations = getattr(ctx.tool, "annotations", None)
+        if not (getattr(annotations, "read_only", False) or ctx.tool_name in self.settings.allow):
+            # It may have changed something — idempotent tools included (set(6) after set(5)
+            # changes what set(5) and every read would return): drop what the cache knows.
             scope = None if self.settings.scope == "global" else self._scope(ctx.session)
             await self._run(self.backend.invalidate, scope)
             self.stats.invalidations += 1
-            return
-        if seen is None or not ctx.success:
+            if seen is None or not ctx.success or not getattr(annotations, "idempotent", False):
+                return
+            # Repeating this same idempotent call right away may be answered from the cache.
+            fresh = await self._run(self.backend.get, seen.scope, seen.key, self.clock())
+            seen = replace(seen, generation=fresh.generation)
+        elif seen is None or not ctx.success:
             return
         try:
             value_json = json.dumps(ctx.output, allow_nan=False)
