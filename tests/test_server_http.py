@@ -420,3 +420,42 @@ async def test_a_session_that_cannot_open_is_a_500_json_error() -> None:
     assert response.status_code == 500
     error = response.json()["error"]
     assert error["type"] == "internal_error" and "no database for this tenant" in error["message"]
+
+
+async def test_an_edited_user_message_replaces_it_and_what_followed() -> None:
+    model = ScriptedModel([Step(text="Four."), Step(text="Quatre.")])
+    agent = make_agent(model)
+    async with api(agent) as http:
+        _, first = await post_chat(http, transport_body("c", [user("2+2?", "u1")]))
+        # useChat's sendMessage({text, messageId: "u1"}) replaces u1 and drops what came after.
+        edited = {"id": "c", "messages": [user("2+2, in French?", "u1")], "trigger": "submit-message", "messageId": "u1"}
+        _, second = await post_chat(http, edited)
+        history = (await http.get("/api/sessions/c/messages")).json()["messages"]
+    assert text_of(second) == "Quatre."
+    assert [(m["role"], m["parts"][-1].get("text")) for m in history] == [
+        ("user", "2+2, in French?"), ("assistant", "Quatre."),
+    ]
+    assert [m.content for m in model.requests[1].messages] == ["2+2, in French?"]
+
+
+async def test_a_tool_result_and_a_new_message_in_one_request_lose_nothing() -> None:
+    model = ScriptedModel([Step(tool_calls=[call("get_location", {}, id="call_loc")]), Step(text="Rome; noted.")])
+    agent = make_agent(model)
+    client_tools = [{"name": "get_location", "parameters": {"type": "object", "properties": {}}}]
+    async with api(agent) as http:
+        _, first = await post_chat(http, transport_body("c", [user("where?", "u1")], clientTools=client_tools))
+        assistant = {
+            "id": first[0]["messageId"],
+            "role": "assistant",
+            "parts": [{"type": "tool-get_location", "toolCallId": "call_loc", "state": "output-available",
+                       "input": {}, "output": {"city": "Rome"}}],
+        }
+        _, second = await post_chat(
+            http, transport_body("c", [user("where?", "u1"), assistant, user("also, hi", "u2")], clientTools=client_tools)
+        )
+        history = (await http.get("/api/sessions/c/messages")).json()["messages"]
+    assert text_of(second) == "Rome; noted."
+    assert [m["id"] for m in history][:3] == ["u1", first[0]["messageId"], "u2"]
+    sent = model.requests[1].messages
+    assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]
+    assert sent[2].output == {"city": "Rome"} and sent[3].content == "also, hi"

@@ -545,3 +545,49 @@ async def test_a_session_that_cannot_open_gets_an_error_frame_and_a_close() -> N
     assert error["type"] == "cf_agent_error" and error["error"]["type"] == "internal_error"
     assert "tenant store unavailable" in error["error"]["message"]
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1011
+
+
+async def test_too_many_requests_in_flight_are_refused_on_their_own_stream() -> None:
+    from think_core.server import ws as ws_module
+
+    model = ScriptedModel([Step(text=" ".join(["slow"] * 40))], delay=0.02, repeat=True)
+    agent = make_agent(model)
+    limit = ws_module.MAX_REQUESTS_IN_FLIGHT
+    async with serve(agent) as base, client(base) as c:
+        await c.recv()
+        for i in range(limit + 1):
+            await c.send(chat_request(f"r{i}", [user(f"q{i}", f"u{i}")]))
+        refused, _ = await c.until(
+            lambda f: f.get("type") == "cf_agent_use_chat_response" and f.get("id") == f"r{limit}" and f.get("done")
+        )
+        assert refused.get("error") is True and "too many chat requests" in refused["body"]
+        for i in range(limit):
+            await c.send({"type": "cf_agent_chat_request_cancel", "id": f"r{i}"})
+
+
+async def test_a_client_too_far_behind_is_disconnected_not_silently_starved(monkeypatch) -> None:
+    """The outbox policy, with a peer that accepts no more bytes (a send that never returns)."""
+    from think_core.server import hub as hub_module
+
+    class NeverReads:
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+            self.closed_with: list[int] = []
+
+        async def send_text(self, text: str) -> None:
+            self.sent.append(text)
+            await asyncio.Event().wait()  # the peer's buffers are full: this send never completes
+
+        async def close(self, code: int = 1000) -> None:
+            self.closed_with.append(code)
+
+    monkeypatch.setattr(hub_module, "MAX_OUTBOX", 3)
+    peer = NeverReads()
+    connection = hub_module.Connection("s1", peer)  # type: ignore[arg-type]
+    connection.start()
+    for i in range(10):
+        connection.send({"type": "frame", "n": i})
+        await asyncio.sleep(0)
+    await connection.close()
+    assert peer.closed_with == [1013]  # told to come back later, not left silently starved
+    assert connection.closed and len(peer.sent) == 1

@@ -37,8 +37,8 @@ from .turns import (
     ToolUpdate,
     new_messages,
     parse_messages,
-    regenerate_cut,
     settled_tool_updates,
+    superseded,
 )
 
 logger = logging.getLogger("think.server")
@@ -134,15 +134,22 @@ class HttpTurn:
         stored = await self.session.messages()
         updates = settled_tool_updates(stored, incoming)
         if updates and trigger == "submit-message":
-            self.continuation = True
-            async for chunk in _continuation_chunks(self.session, updates):
-                yield chunk
-            return
-        if trigger == "regenerate-message":
-            doomed = regenerate_cut(stored, incoming, message_id)
-            if doomed:
-                await self.agent.db.delete_messages(self.session.id, doomed)
-                stored = await self.session.messages()
+            if not new_messages(stored, incoming):
+                self.continuation = True
+                async for chunk in _continuation_chunks(self.session, updates):
+                    yield chunk
+                return
+            # Results and a new message together: record the results, then answer the message
+            # in one normal turn (which sees both).
+            for update in updates:
+                await self.session.add_tool_result(
+                    update.tool_call_id, update.output, error=update.error, auto_continue=False
+                )
+            stored = await self.session.messages()
+        doomed = superseded(stored, incoming, trigger, message_id)
+        if doomed:
+            await self.agent.db.delete_messages(self.session.id, doomed)
+            stored = await self.session.messages()
         fresh = new_messages(stored, incoming)
         async for chunk in self.session.stream(fresh, body=body, trigger="http", request_id=self.stream_id):
             yield chunk

@@ -31,6 +31,7 @@ class Connection:
         self.websocket = websocket
         self._outbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
         self._writer: Optional[asyncio.Task] = None
+        self._aborting: Optional[asyncio.Task] = None
         self.closed = False
 
     def start(self) -> None:
@@ -40,11 +41,24 @@ class Connection:
         if self.closed:
             return
         if self._outbox.qsize() >= MAX_OUTBOX:
+            # A client this far behind is stuck: disconnect it (1013, "try again later") so it
+            # reconnects and gets a fresh snapshot, instead of silently missing frames forever.
             logger.warning("closing a WebSocket of session %r: %d frames unsent", self.session_id, MAX_OUTBOX)
             self.closed = True
-            self._outbox.put_nowait(None)
+            self._aborting = asyncio.get_running_loop().create_task(self._abort())
             return
         self._outbox.put_nowait(dumps(frame))
+
+    async def _abort(self) -> None:
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        if self._writer is not None:
+            self._writer.cancel()
+            await asyncio.gather(self._writer, return_exceptions=True)
+        try:
+            await self.websocket.close(code=1013)
+        except Exception as exc:  # already gone
+            logger.debug("closing a stuck WebSocket of session %r: %s", self.session_id, exc)
 
     async def _write(self) -> None:
         try:
@@ -60,6 +74,9 @@ class Connection:
 
     async def close(self) -> None:
         """Stop the writer after it has flushed what is queued."""
+        if self._aborting is not None:
+            await asyncio.gather(self._aborting, return_exceptions=True)
+            return
         if self._writer is None:
             return
         if not self.closed:

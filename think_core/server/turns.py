@@ -57,6 +57,20 @@ def regenerate_cut(stored: list[UIMessage], incoming: list[UIMessage], message_i
     return ids[cut:]
 
 
+def superseded(
+    stored: list[UIMessage], incoming: list[UIMessage], trigger: str, message_id: Optional[str]
+) -> list[str]:
+    """Ids of the stored messages a chat request replaces: a regeneration's cut, or — for a
+    ``submit-message`` naming a stored ``messageId`` (the AI SDK's edit of an earlier message) —
+    that message and everything after it. The client's version is then appended as new."""
+    if trigger == "regenerate-message":
+        return regenerate_cut(stored, incoming, message_id)
+    ids = [m.id for m in stored]
+    if message_id is not None and message_id in ids:
+        return ids[ids.index(message_id):]
+    return []
+
+
 @dataclass
 class ToolUpdate:
     """A client tool call that the client reports as settled."""

@@ -9,6 +9,7 @@ frame; the connection stays usable (see ``frames`` for the shapes).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Awaitable, Callable, Optional
 
@@ -20,9 +21,12 @@ from ..types import UIMessage
 from . import frames as F
 from .frames import ProtocolError
 from .hub import Connection, SessionHub
-from .turns import message_with_tool_call, new_messages, parse_messages, regenerate_cut
+from .turns import message_with_tool_call, new_messages, parse_messages, superseded
 
 logger = logging.getLogger("think.server")
+
+#: Chat requests one connection may have running or queued at once.
+MAX_REQUESTS_IN_FLIGHT = 8
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 OnEvent = Callable[[dict[str, Any]], None]
@@ -36,6 +40,7 @@ class ChatSocket:
         self.hub = hub
         self.session_id = session_id
         self.session = agent.session(session_id)
+        self._in_flight: set[asyncio.Task] = set()
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
         self.connection: Optional[Connection] = None
@@ -115,19 +120,27 @@ class ChatSocket:
         request = F.parse_chat_request(frame)
         if request.id in self.hub.stream_requests or request.id in self.session.active_request_ids:
             raise ProtocolError(f"request id {request.id!r} is already streaming", request_id=request.id)
+        if len(self._in_flight) >= MAX_REQUESTS_IN_FLIGHT:
+            # Each queued request holds its messages until its turn: bound what one client can pile up.
+            raise ProtocolError(
+                f"too many chat requests in flight on this connection (at most {MAX_REQUESTS_IN_FLIGHT})",
+                "too_many_requests",
+                request_id=request.id,
+            )
         incoming = parse_messages(request.messages, request_id=request.id)
         self.hub.link(request.id, request.id)
-        self.hub.spawn(self.session_id, self._run_chat(request, incoming), name=f"think-ws-turn-{request.id}")
+        task = self.hub.spawn(self.session_id, self._run_chat(request, incoming), name=f"think-ws-turn-{request.id}")
+        self._in_flight.add(task)
+        task.add_done_callback(self._in_flight.discard)
 
     async def _run_chat(self, request: F.ChatRequest, incoming: list[UIMessage]) -> None:
         stream_id = request.id
         try:
             stored = await self.session.messages()
-            if request.trigger == "regenerate-message":
-                doomed = regenerate_cut(stored, incoming, request.message_id)
-                if doomed:
-                    await self.agent.db.delete_messages(self.session_id, doomed)
-                    stored = await self.session.messages()
+            doomed = superseded(stored, incoming, request.trigger, request.message_id)
+            if doomed:
+                await self.agent.db.delete_messages(self.session_id, doomed)
+                stored = await self.session.messages()
             fresh = new_messages(stored, incoming)
             announced = False
             async for chunk in self.session.stream(fresh, body=request.body, trigger="websocket", request_id=stream_id):
