@@ -341,3 +341,21 @@ async def test_a_live_process_keeps_its_running_submission(tmp_path):
     assert texts[0] == "long job" and len(texts) == 2
     await owner.aclose()
     await other.aclose()
+
+
+async def test_clear_skips_pending_submissions():
+    model = ScriptedModel([Step(text=" ".join(["busy"] * 50))], delay=0.01, repeat=True)
+    agent = Think(model, load_entrypoints=False)
+    session = agent.session("s")
+    first = await session.submit_messages("one")
+    second = await session.submit_messages("two")
+    while (await session.inspect_submission(first.submission_id)).status != "running":
+        await asyncio.sleep(0.01)
+    await session.clear()
+    assert (await session.wait_for_submission(first.submission_id, timeout=5)).status == "aborted"
+    skipped = await session.wait_for_submission(second.submission_id, timeout=5)
+    assert skipped.status == "skipped" and "cleared" in skipped.error
+    await asyncio.sleep(0.05)
+    assert await session.messages() == []
+    assert len(model.requests) == 1  # the skipped submission never ran
+    await session.aclose()

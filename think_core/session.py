@@ -330,8 +330,12 @@ class Session:
 
     async def clear(self) -> None:
         """Cancel running and queued turns, wait for them to record their partial answers, then
-        delete the history (so nothing written by a cancelled turn reappears afterwards)."""
+        delete the history (so nothing written by a cancelled turn reappears afterwards).
+        Durable submissions still pending are marked ``skipped``: they belonged to the
+        conversation that was cleared."""
         self._assert_not_nested("clear")
+        # Skip first, so the drain cannot claim a pending one as the running one is cancelled.
+        await self._submissions.skip_pending("skipped: the conversation was cleared")
         self.cancel_all()
         async with self._lock:
             await self.agent.db.clear_messages(self.id)

@@ -168,6 +168,14 @@ class SubmissionQueue:
         self._notify()
         return changed
 
+    async def skip_pending(self, reason: str) -> int:
+        """Mark every pending submission ``skipped`` (it never runs); returns how many."""
+        skipped = 0
+        for row in await self.db.list_submissions(self.session.id, status="pending"):
+            skipped += bool(await self.db.finish_submission(self.session.id, row.submission_id, "skipped", error=reason))
+        self._notify()
+        return skipped
+
     async def wait(self, submission_id: str, timeout: Optional[float] = None) -> Submission:
         """Wait until a submission reaches a final status and return it."""
 
