@@ -113,16 +113,13 @@ class Think:
         """The session ``session_id`` (created on first use; ``configure_session`` fires once)."""
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._session_class()(self, session_id)
+            session = Session(self, session_id)
             self._sessions[session_id] = session
         self._recent[session_id] = session
         self._recent.move_to_end(session_id)
         while len(self._recent) > self.max_idle_sessions:
             self._recent.popitem(last=False)
         return session
-
-    def _session_class(self) -> type[Session]:
-        return Session
 
     @property
     def sessions(self) -> dict[str, Session]:

@@ -25,6 +25,7 @@ from typing import (
 
 from .compaction import CompactionResult, TokenCounter, compact_session, estimate_tokens
 from .errors import NestedTurnError
+from .events import Usage
 from .messages import (
     MessageInput,
     coerce_messages,
@@ -576,18 +577,11 @@ class Session:
             failure.classified = True
         ctx.classification = failure.classification
         replacement = await hooks.on_chat_error(failure.error, ctx)
-        error: BaseException = failure.error
-        if isinstance(replacement, BaseException):
-            error = replacement
+        error = replacement if isinstance(replacement, BaseException) else failure.error
         error_text = replacement if isinstance(replacement, str) else (str(error) or type(error).__name__)
         logger.info("turn %s failed at stage %s: %s", request_id, failure.stage, error_text)
         builder.error(error_text)
-        outcome = TurnOutcome(
-            "error", error=error, error_text=error_text, stage=failure.stage, classification=ctx.classification
-        )
-        if usage is not None:
-            outcome.usage = usage
-        return outcome
+        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
 
     async def _persist(self, builder: AssistantMessageBuilder) -> Optional[UIMessage]:
         if not builder.has_content():

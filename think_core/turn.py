@@ -66,13 +66,9 @@ class TurnFailed(Exception):
 @dataclass
 class TurnOutcome:
     status: str  # completed | error | aborted
-    error: Optional[BaseException] = None
     error_text: Optional[str] = None
-    stage: Optional[str] = None
-    classification: Optional[str] = None
     output: Any = None
     usage: Usage = field(default_factory=Usage)
-    pending_tool_calls: list[str] = field(default_factory=list)
 
 
 class Turn:
@@ -247,9 +243,9 @@ class Turn:
             )
             self.session.last_input_tokens = step.usage.input_tokens or step.usage.total_tokens
             await self.hooks.on_step_finish(step)
-            pending = [o.call.id for o in outcomes if o.pending]
-            if pending:
-                return TurnOutcome("completed", usage=self.usage, pending_tool_calls=pending)
+            if any(o.pending for o in outcomes):
+                # A client tool or an approval is pending: the turn ends; an answer continues it.
+                return TurnOutcome("completed", usage=self.usage)
             if not calls:
                 break
 
