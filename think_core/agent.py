@@ -8,13 +8,15 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Optional
 
-from .compaction import CompactionConfig, ContextOverflowConfig, RetryConfig, Summarizer
+from .compaction import Compactor, Summarizer
 from .dispatch import HookRelay
 from .models._http import SharedClient
 from .plugins import build_plugin_manager
+from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
 from .tools import Tool
+from .turn import TurnDeps
 
 logger = logging.getLogger("think.agent")
 
@@ -36,8 +38,9 @@ class Think:
     :param disable: entry-point plugin names not to load (never imported).
     :param send_reasoning: include reasoning chunks in UI streams.
     :param context_overflow: ``{"reactive": bool, "max_retries": 1, "proactive": {"max_input_tokens":
-        N, "headroom": 0.9, "max_compactions": 1}}`` (DESIGN §8).
-    :param retry: ``{"max_retries": 2, "base_delay": 0.5, "max_delay": 20}``: retries of a step that
+        N, "headroom": 0.9, "max_compactions": 1}}``: compact and re-run a turn that overflowed the
+        model's context; compact before a step once the last step's input passes the threshold.
+    :param retry: ``{"max_retries": 2, "initial_delay": 0.5, "max_delay": 20}``: retries of a step that
         failed with a ``transient`` / ``rate_limit`` error before producing output.
     :param compaction: ``{"protect_head": 1, "tail_tokens": 2000, "min_tail_messages": 2,
         "summary_budget_tokens": 8000}``.
@@ -113,13 +116,35 @@ class Think:
         """The session ``session_id`` (created on first use; ``configure_session`` fires once)."""
         session = self._sessions.get(session_id)
         if session is None:
-            session = Session(self, session_id)
+            session = Session(
+                session_id,
+                deps=self._turn_deps(),
+                plugin_manager=self.plugin_manager,
+                settings=self.settings,
+                send_reasoning=self.send_reasoning,
+                submission_lease=self.submission_lease,
+            )
             self._sessions[session_id] = session
         self._recent[session_id] = session
         self._recent.move_to_end(session_id)
         while len(self._recent) > self.max_idle_sessions:
             self._recent.popitem(last=False)
         return session
+
+    def _turn_deps(self) -> TurnDeps:
+        """What this agent's turns use, read when a session is created."""
+        return TurnDeps(
+            hooks=self.hooks,
+            db=self.db,
+            tools=self.tools,
+            system=self.system,
+            model=self.model,
+            resolve_model=self.resolve_model,
+            max_steps=self.max_steps,
+            retry=self.retry,
+            context_overflow=self.context_overflow,
+            compactor=Compactor(self.db, self.model, self.compaction, self.summarizer),
+        )
 
     @property
     def sessions(self) -> dict[str, Session]:

@@ -8,24 +8,25 @@ assistant message.
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Optional, Sequence, Union
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any
 
 from .models.base import ModelRequest, UserMessage
+from .policy import CompactionConfig
 from .types import UIMessage
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .store import AsyncStore
 
 logger = logging.getLogger("think.compaction")
 
 TokenCounter = Callable[[Sequence[UIMessage]], int]
-Summarizer = Callable[[Sequence[UIMessage], int], Union[str, Awaitable[str]]]
+Summarizer = Callable[[Sequence[UIMessage], int], str | Awaitable[str]]
 
 SUMMARY_SYSTEM = (
     "You compress conversations. Summarise the conversation you are given so that an assistant "
@@ -34,48 +35,13 @@ SUMMARY_SYSTEM = (
 )
 
 
-class ProactiveConfig(BaseModel):
-    max_input_tokens: int = Field(gt=0)
-    headroom: float = Field(0.9, gt=0, le=1)
-    max_compactions: int = Field(1, ge=1)
-
-    @property
-    def threshold(self) -> int:
-        return int(self.max_input_tokens * self.headroom)
-
-
-class ContextOverflowConfig(BaseModel):
-    """``Think(context_overflow={...})``: reactive compact-and-retry, and the proactive guard."""
-
-    reactive: bool = False
-    max_retries: int = Field(1, ge=0)
-    proactive: Optional[ProactiveConfig] = None
-
-
-class CompactionConfig(BaseModel):
-    """Which messages compaction protects."""
-
-    protect_head: int = Field(1, ge=0)
-    tail_tokens: int = Field(2000, ge=0)
-    min_tail_messages: int = Field(2, ge=1)
-    summary_budget_tokens: int = Field(8000, gt=0)
-
-
-class RetryConfig(BaseModel):
-    """Bounded retries of a step that failed with ``"transient"`` / ``"rate_limit"`` before any output."""
-
-    max_retries: int = Field(2, ge=0)
-    base_delay: float = Field(0.5, ge=0)
-    max_delay: float = Field(20.0, ge=0)
-
-
 @dataclass
 class CompactionResult:
     reason: str
     shortened: bool
     tokens_before: int
     tokens_after: int
-    compaction_id: Optional[int] = None
+    compaction_id: int | None = None
     compacted_messages: int = 0
 
 
@@ -137,7 +103,7 @@ async def summarize_with_model(model: Any, messages: Sequence[UIMessage], budget
     return "".join(text).strip()
 
 
-def plan(history: Sequence[UIMessage], config: CompactionConfig, count: TokenCounter) -> Optional[tuple[int, int]]:
+def plan(history: Sequence[UIMessage], config: CompactionConfig, count: TokenCounter) -> tuple[int, int] | None:
     """The ``[start, end)`` range of ``history`` to summarise, or ``None`` when nothing can be."""
     head = min(config.protect_head, len(history))
     tail_start = len(history)
@@ -158,39 +124,42 @@ def plan(history: Sequence[UIMessage], config: CompactionConfig, count: TokenCou
     return head, tail_start
 
 
-async def compact_session(
-    session: "Session",
-    *,
-    reason: str,
-    token_counter: Optional[TokenCounter] = None,
-) -> Optional[CompactionResult]:
-    """Summarise the middle of ``session``'s history. ``None`` when there was nothing to compact."""
-    agent = session.agent
-    db = agent.db
-    count = token_counter or estimate_tokens
-    history = await db.history(session.id)
-    config: CompactionConfig = agent.compaction
-    span = plan(history, config, count)
-    before = count(history)
-    if span is None:
-        return CompactionResult(reason, False, before, before)
-    start, end = span
-    middle = history[start:end]
-    summarizer = agent.summarizer
-    budget = config.summary_budget_tokens
-    if summarizer is None:
-        summary = await summarize_with_model(agent.model, middle, budget)
-    else:
-        summary = summarizer(middle, budget)
-        if hasattr(summary, "__await__"):
+@dataclass(frozen=True)
+class Compactor:
+    """Compacts a session's history: summarises the middle with ``summarizer`` (or ``model``)
+    and records the overlay in ``db``. It returns what it did; callers record it."""
+
+    db: AsyncStore
+    model: Any
+    config: CompactionConfig
+    summarizer: Summarizer | None = None
+
+    async def compact(
+        self, session_id: str, *, reason: str, token_counter: TokenCounter | None = None
+    ) -> CompactionResult:
+        db, config = self.db, self.config
+        count = token_counter or estimate_tokens
+        history = await db.history(session_id)
+        span = plan(history, config, count)
+        before = count(history)
+        if span is None:
+            return CompactionResult(reason, False, before, before)
+        start, end = span
+        middle = history[start:end]
+        summary = await self._summarise(middle, config.summary_budget_tokens)
+        if not summary:
+            return CompactionResult(reason, False, before, before)
+        compaction_id = await db.add_compaction(session_id, middle[0].id, middle[-1].id, summary)
+        after = count(await db.history(session_id))
+        logger.info(
+            "session %s compacted (%s): %d messages, ~%d → ~%d tokens", session_id, reason, len(middle), before, after
+        )
+        return CompactionResult(reason, after < before, before, after, compaction_id, len(middle))
+
+    async def _summarise(self, messages: Sequence[UIMessage], budget: int) -> str:
+        if self.summarizer is None:
+            return await summarize_with_model(self.model, messages, budget)
+        summary = self.summarizer(messages, budget)
+        if inspect.isawaitable(summary):
             summary = await summary
-    if not summary:
-        return CompactionResult(reason, False, before, before)
-    compaction_id = await db.add_compaction(session.id, middle[0].id, middle[-1].id, summary)
-    after = count(await db.history(session.id))
-    result = CompactionResult(reason, after < before, before, after, compaction_id, len(middle))
-    logger.info(
-        "session %s compacted (%s): %d messages, ~%d → ~%d tokens", session.id, reason, len(middle), before, after
-    )
-    session.compaction_events.append(result)
-    return result
+        return summary

@@ -1,21 +1,27 @@
 """Durable submissions: ``submit_messages`` accepts into the store, a per-session drain runs
 them FIFO through the normal turn, and interrupted ones are recovered when a process opens
-the session again (DESIGN §6–§7)."""
+the session again.
+
+The queue knows nothing of sessions: it is given the session id, the store, the lease, and the
+two callables it needs — run a turn, cancel a turn."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict
 
 from .messages import MessageInput, coerce_messages
 from .store import Submission
+from .turn import TurnRequest
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .store import AsyncStore
+    from .types import TurnResult
 
 logger = logging.getLogger("think.submissions")
 
@@ -32,29 +38,38 @@ class SubmitResult(Submission):
 class SubmissionQueue:
     """The durable queue of one session and its background drain."""
 
-    def __init__(self, session: "Session") -> None:
-        self.session = session
-        self.db = session.agent.db
-        self._drain_task: Optional[asyncio.Task] = None
+    def __init__(
+        self,
+        session_id: str,
+        db: AsyncStore,
+        *,
+        lease: float,
+        run_turn: Callable[[TurnRequest], Awaitable[TurnResult]],
+        cancel: Callable[[str], bool],
+    ) -> None:
+        self.session_id = session_id
+        self.db = db
+        self.lease = lease
+        self._run_turn = run_turn
+        self._cancel = cancel
+        self._drain_task: asyncio.Task | None = None
         self._recovery: list[Submission] = []
         self._changed = asyncio.Event()
 
     async def recover(self) -> None:
         """Called once when the session opens in this process. Rows another live process is
         running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
-        self._recovery = await self.db.recover_submissions(
-            self.session.id, stale_after=self.session.agent.submission_lease
-        )
-        if self._recovery or await self.db.list_submissions(self.session.id, status="pending", limit=1):
+        self._recovery = await self.db.recover_submissions(self.session_id, stale_after=self.lease)
+        if self._recovery or await self.db.list_submissions(self.session_id, status="pending", limit=1):
             self.kick()
 
     async def submit(
         self,
         messages: MessageInput,
         *,
-        submission_id: Optional[str] = None,
-        idempotency_key: Optional[str] = None,
-        metadata: Optional[dict[str, Any]] = None,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> SubmitResult:
         # Shielded: once the row is written the drain must be started, even if the caller is
         # cancelled meanwhile, or an accepted submission would sit in the store unserved.
@@ -65,12 +80,12 @@ class SubmissionQueue:
     async def _accept(
         self,
         messages: list,
-        submission_id: Optional[str],
-        idempotency_key: Optional[str],
-        metadata: Optional[dict[str, Any]],
+        submission_id: str | None,
+        idempotency_key: str | None,
+        metadata: dict[str, Any] | None,
     ) -> SubmitResult:
         row, created = await self.db.create_submission(
-            self.session.id,
+            self.session_id,
             messages,
             submission_id=submission_id,
             idempotency_key=idempotency_key,
@@ -85,52 +100,50 @@ class SubmissionQueue:
         from inside a turn must not look like a nested call to the drain."""
         if self._drain_task is None or self._drain_task.done():
             self._drain_task = asyncio.get_running_loop().create_task(
-                self._drain(), name=f"think-drain-{self.session.id}", context=contextvars.Context()
+                self._drain(), name=f"think-drain-{self.session_id}", context=contextvars.Context()
             )
 
     async def _drain(self) -> None:
         while self._recovery:
             await self._run(self._recovery.pop(0), recovering=True)
         while True:
-            row = await self.db.claim_next_submission(self.session.id)
+            row = await self.db.claim_next_submission(self.session_id)
             if row is None:
                 return
             await self._run(row, recovering=False)
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
-        from .session import _TurnRequest
-
-        session, db, sid = self.session, self.db, row.submission_id
+        db, sid, session_id = self.db, row.submission_id, self.session_id
 
         async def apply() -> None:
             if not recovering:
-                await db.apply_submission_messages(session.id, sid)
+                await db.apply_submission_messages(session_id, sid)
 
         async def still_running() -> bool:
-            current = await db.get_submission(session.id, sid)
+            current = await db.get_submission(session_id, sid)
             return current is not None and current.status == "running"
 
-        request = _TurnRequest(
+        request = TurnRequest(
             "submit",
             None,
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
         )
-        await db.heartbeat_submission(session.id, sid)  # a recovered row's lease is ours from now
+        await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
         heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(sid))
         try:
-            result = await session._run_turn(request)
+            result = await self._run_turn(request)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
-            await db.finish_submission(session.id, sid, "error", error=f"{type(exc).__name__}: {exc}")
+            await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         else:
             if result.status == "skipped":
-                await db.finish_submission(session.id, sid, "aborted", error="cancelled before it ran")
+                await db.finish_submission(session_id, sid, "aborted", error="cancelled before it ran")
             else:
-                await db.finish_submission(session.id, sid, result.status, error=result.error)
+                await db.finish_submission(session_id, sid, result.status, error=result.error)
         finally:
             heartbeat.cancel()
             await asyncio.gather(heartbeat, return_exceptions=True)
@@ -139,17 +152,17 @@ class SubmissionQueue:
     async def _heartbeat(self, submission_id: str) -> None:
         """Renew the submission's lease while its turn runs (three times per lease). A failed
         renewal is retried at the next beat; a row finished elsewhere cancels the local turn."""
-        interval = self.session.agent.submission_lease / 3
+        interval = self.lease / 3
         while True:
             await asyncio.sleep(interval)
             try:
-                still_ours = await self.db.heartbeat_submission(self.session.id, submission_id)
+                still_ours = await self.db.heartbeat_submission(self.session_id, submission_id)
             except Exception:
                 logger.warning("heartbeat of submission %s failed; retrying", submission_id, exc_info=True)
                 continue
             if not still_ours:
                 logger.warning("submission %s was finished elsewhere; cancelling its turn here", submission_id)
-                self.session.cancel(submission_id)
+                self._cancel(submission_id)
                 return
 
     def _notify(self) -> None:
@@ -159,37 +172,37 @@ class SubmissionQueue:
     async def cancel(self, submission_id: str) -> bool:
         """Cancel a pending or running submission; its status becomes ``aborted``. A pending
         one's messages are never appended."""
-        row = await self.db.get_submission(self.session.id, submission_id)
+        row = await self.db.get_submission(self.session_id, submission_id)
         if row is None or row.status not in ("pending", "running"):
             return False
-        if row.status == "running" and self.session.cancel(submission_id):
+        if row.status == "running" and self._cancel(submission_id):
             return True  # the drain records the aborted turn
-        changed = await self.db.finish_submission(self.session.id, submission_id, "aborted", error="cancelled")
+        changed = await self.db.finish_submission(self.session_id, submission_id, "aborted", error="cancelled")
         self._notify()
         return changed
 
     async def skip_pending(self, reason: str) -> int:
         """Mark every pending submission ``skipped`` (it never runs); returns how many."""
         skipped = 0
-        for row in await self.db.list_submissions(self.session.id, status="pending"):
-            skipped += bool(await self.db.finish_submission(self.session.id, row.submission_id, "skipped", error=reason))
+        for row in await self.db.list_submissions(self.session_id, status="pending"):
+            skipped += bool(await self.db.finish_submission(self.session_id, row.submission_id, "skipped", error=reason))
         self._notify()
         return skipped
 
-    async def wait(self, submission_id: str, timeout: Optional[float] = None) -> Submission:
+    async def wait(self, submission_id: str, timeout: float | None = None) -> Submission:
         """Wait until a submission reaches a final status and return it."""
 
         async def until_final() -> Submission:
             while True:
-                row = await self.db.get_submission(self.session.id, submission_id)
+                row = await self.db.get_submission(self.session_id, submission_id)
                 if row is None:
                     raise KeyError(submission_id)
                 if row.status not in ("pending", "running"):
                     return row
                 # Our own drain signals; a submission another process runs is polled.
                 try:
-                    await asyncio.wait_for(self._changed.wait(), self.session.agent.submission_lease / 3)
-                except asyncio.TimeoutError:
+                    await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+                except TimeoutError:
                     pass
 
         return await asyncio.wait_for(until_final(), timeout)

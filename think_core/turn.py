@@ -1,8 +1,14 @@
-"""One turn: the model loop of DESIGN §5 with every hook at its place.
+"""One turn: the model loop with every hook at its place.
 
-A :class:`Turn` is created by an entry path of :class:`~think_core.session.Session` while it
-holds the session's turn lock. ``run()`` drives the steps and returns the outcome; the session
-persists, releases the lock and fires ``on_chat_response``.
+A turn locks nothing and persists nothing itself: the runner (``runner.py``) holds the
+session's turn lock, persists the input and the answer, and fires ``on_chat_response``. A
+:class:`Turn` gets everything it uses in one :class:`TurnDeps` and never reaches back into the
+agent or the session.
+
+The order of a turn: ``before_turn`` (apply its ``TurnConfig``), then for each step the
+proactive overflow guard, ``before_step`` (apply its ``StepConfig``), the streamed model step
+with ``on_chunk`` per event, the step's tool calls, ``on_step_finish``; the loop stops when a
+step calls no tool, ``max_steps`` is reached, or a client tool / approval is pending.
 """
 
 from __future__ import annotations
@@ -10,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from .compaction import compact_session
+from .compaction import CompactionResult, Compactor
 from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
 from .messages import is_tool_part, to_model_messages, tool_name_of
 from .models.base import (
@@ -31,24 +37,71 @@ from .models.base import (
     ToolSpec,
     UserMessage,
 )
-from .models.retry import is_retryable, parse_retry_after
-from .tool_calls import ToolCallRunner
+from .models.retry import is_retryable
+from .policy import ContextOverflowConfig, RetryConfig, step_retry_delay
+from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
 from .types import (
     ChatErrorContext,
     ChunkContext,
+    StepConfig,
     StepContext,
     StepResult,
     TurnConfig,
     TurnContext,
     UIMessage,
 )
-from .ui_stream import AssistantMessageBuilder
+from .ui_stream import AssistantMessageBuilder, Emit
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .dispatch import HookRelay
+    from .store import AsyncStore
 
 logger = logging.getLogger("think.turn")
+
+__all__ = ["Turn", "TurnDeps", "TurnFailed", "TurnOutcome", "TurnRequest"]
+
+
+@dataclass
+class TurnRequest:
+    """One request to run a turn, as every entry path builds it.
+
+    :param trigger: the entry path (``chat``, ``stream``, ``save_messages``, ``submit``,
+        ``continue``, ``auto_continue``, ``websocket``, ``http``); ``TurnContext.trigger``.
+    :param incoming: messages to append before the turn, a function of the stored history that
+        returns them (resolved under the turn lock), or ``None``.
+    :param continuation: the turn continues the last assistant message.
+    :param body: extra client data for this turn (``None`` on a continuation: the last body).
+    :param emit: receives every UI message stream chunk (a plain function).
+    :param request_id: the turn's id (generated when ``None``).
+    :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
+    :param should_apply: checked under the lock first; ``False`` skips the turn.
+    """
+
+    trigger: str
+    incoming: Any = None
+    continuation: bool = False
+    body: dict[str, Any] | None = None
+    emit: Emit = None
+    request_id: str | None = None
+    apply_incoming: Callable[[], Awaitable[Any]] | None = None
+    should_apply: Callable[[], Awaitable[bool]] | None = None
+
+
+@dataclass(frozen=True)
+class TurnDeps:
+    """What a turn uses, given once: hooks, store, the agent's tools, prompt, model and policies."""
+
+    hooks: HookRelay
+    db: AsyncStore
+    tools: Mapping[str, Tool]
+    system: str
+    model: Any
+    resolve_model: Callable[[Any], Any]
+    max_steps: int
+    retry: RetryConfig
+    context_overflow: ContextOverflowConfig
+    compactor: Compactor
 
 
 class TurnFailed(Exception):
@@ -59,41 +112,64 @@ class TurnFailed(Exception):
         self.error = error
         self.stage = stage
         self.streamed = streamed  # whether the failed step had produced output
-        self.classification: Optional[str] = None
+        self.classification: str | None = None
         self.classified = False  # classify_chat_error was consulted (its answer may be None)
 
 
 @dataclass
 class TurnOutcome:
     status: str  # completed | error | aborted
-    error_text: Optional[str] = None
+    error_text: str | None = None
     output: Any = None
     usage: Usage = field(default_factory=Usage)
 
 
+@dataclass
+class _TurnPlan:
+    """The turn's settings after ``before_turn``: what every step starts from."""
+
+    model: Any
+    system: str
+    tools: dict[str, Tool]
+    active_tools: list[str] | None
+    tool_choice: Any
+    max_steps: int
+    output: Any
+    output_spec: OutputSpec | None
+    settings: CallSettings
+
+
 class Turn:
-    """Runs the steps of one turn. Created and driven by the session under its turn lock."""
+    """Runs the steps of one turn. Created and driven by the runner under the turn lock.
+
+    ``last_input_tokens`` carries the input size of the latest step across turns (the runner
+    reads it back after the turn): the proactive guard compares it with its threshold.
+    """
 
     def __init__(
         self,
-        session: "Session",
+        deps: TurnDeps,
+        session: Any,
         *,
         request_id: str,
         trigger: str,
         continuation: bool,
-        body: Optional[dict[str, Any]],
+        body: dict[str, Any] | None,
         builder: AssistantMessageBuilder,
         history: list[ModelMessage],
+        last_input_tokens: int = 0,
     ) -> None:
+        self.deps = deps
         self.session = session
-        self.agent = session.agent
-        self.hooks = session.agent.hooks
+        self.hooks = deps.hooks
         self.request_id = request_id
         self.trigger = trigger
         self.continuation = continuation
         self.body = body
         self.builder = builder
         self.history = history
+        self.last_input_tokens = last_input_tokens
+        self.compactions: list[CompactionResult] = []
         self.steps: list[StepResult] = []
         self.usage = Usage()
         self.step_messages: list[ModelMessage] = []
@@ -103,20 +179,18 @@ class Turn:
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
-        self.tool_runner = ToolCallRunner(
-            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs
-        )
+        self.tool_runner = ToolCallRunner(session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs)
 
     # ------------------------------------------------------------------------------------
     def base_tools(self) -> dict[str, Tool]:
         """The agent's tools plus the client tools the request body declares."""
-        tools: dict[str, Tool] = dict(self.agent.tools)
+        tools: dict[str, Tool] = dict(self.deps.tools)
         if self.body:
             for name, client_tool in client_tools_from(self.body.get("clientTools")).items():
                 tools.setdefault(name, client_tool)
         return tools
 
-    async def run_approved_calls(self, message: UIMessage) -> Optional[UIMessage]:
+    async def run_approved_calls(self, message: UIMessage) -> UIMessage | None:
         """Run the calls of ``message`` that a human approved (state ``approval-responded``)
         and write their results back into it. Returns the updated message, or ``None``."""
         approved = [
@@ -134,151 +208,148 @@ class Turn:
         return builder.message(message.metadata)
 
     async def run(self) -> TurnOutcome:
-        agent = self.agent
-        tools = self.base_tools()
-        ctx = TurnContext(
-            session=self.session,
-            request_id=self.request_id,
-            trigger=self.trigger,
-            system=agent.system,
-            messages=list(self.history),
-            tools=dict(tools),
-            model=agent.model,
-            continuation=self.continuation,
-            body=self.body,
-        )
-        try:
-            config = await self.hooks.before_turn(ctx) or TurnConfig()
-        except Exception as exc:
-            raise TurnFailed(exc, "turn") from exc
-
-        try:
-            model = agent.resolve_model(config.model) if config.model is not None else agent.model
-            extra_tools = _checked_tools(config.tools)
-        except Exception as exc:  # a bad TurnConfig fails the turn, like a raising hook
-            raise TurnFailed(exc, "turn") from exc
-        if model is None:
-            raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
-        system = config.system if config.system is not None else ctx.system
-        self.messages_from_hook = config.messages is not None
-        self.base_messages = _with_continue_checkpoint(
-            list(config.messages) if config.messages is not None else ctx.messages
-        )
-        tools.update(extra_tools)
-        active_tools = config.active_tools
-        tool_choice = config.tool_choice
-        max_steps = config.max_steps if config.max_steps is not None else agent.max_steps
-        if config.send_reasoning is not None:
-            self.builder.send_reasoning = config.send_reasoning
-        output_spec = self._output_spec(config.output)
-        settings = config.call_settings(CallSettings())
-
-        chunk_observers = self.hooks.chunk_observers
-        for step_number in range(max_steps):
+        plan = await self._apply_turn_config(await self._before_turn())
+        for step_number in range(plan.max_steps):
             await self._proactive_guard()
-            step_model, step_system, step_messages = model, system, self.base_messages + self.step_messages
-            step_active, step_choice = active_tools, tool_choice
-            step_ctx = StepContext(
-                session=self.session,
-                request_id=self.request_id,
-                step_number=step_number,
-                steps=list(self.steps),
-                model=model,
-                messages=step_messages,
-            )
-            try:
-                step_config = await self.hooks.before_step(step_ctx)
-            except Exception as exc:
-                raise TurnFailed(exc, "turn") from exc
-            if step_config is not None:
-                if step_config.model is not None:
-                    try:
-                        step_model = agent.resolve_model(step_config.model)
-                    except Exception as exc:
-                        raise TurnFailed(exc, "turn") from exc
-                if step_config.system is not None:
-                    step_system = step_config.system
-                if step_config.messages is not None:
-                    step_messages = list(step_config.messages)
-                if step_config.active_tools is not None:
-                    step_active = step_config.active_tools
-                if step_config.tool_choice is not None:
-                    step_choice = step_config.tool_choice
-            step_tools = {n: t for n, t in tools.items() if step_active is None or n in step_active}
-            request = ModelRequest(
-                system=step_system,
-                messages=step_messages,
-                tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in step_tools.values()],
-                tool_choice=step_choice,
-                output=output_spec,
-                settings=settings,
-            )
-            step = await self._stream_step(step_number, step_model, request, chunk_observers)
+            step_model, request, step_tools = await self._step_request(step_number, plan)
+            step = await self._stream_step_with_retry(step_number, step_model, request)
             calls = step.tool_calls
-            outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, step_messages) if calls else []
-            step.tool_results = [
-                {"tool_call_id": o.call.id, "tool_name": o.call.name, "output": o.output, "error": o.error}
-                for o in outcomes
-                if not o.pending
-            ]
-            self.builder.finish_step()
-            self.steps.append(step)
-            self.usage = self.usage + step.usage
-            settled = [o for o in outcomes if not o.pending]
-            self.step_messages.append(
-                AssistantMessage(
-                    text=step.text,
-                    reasoning=step.reasoning_text,
-                    tool_calls=[o.call for o in settled],
-                )
-            )
-            self.step_messages.extend(
-                ToolMessage(
-                    tool_call_id=o.call.id,
-                    tool_name=o.call.name,
-                    output=o.error if o.error is not None else o.output,
-                    is_error=o.error is not None,
-                )
-                for o in settled
-            )
-            self.session.last_input_tokens = step.usage.input_tokens or step.usage.total_tokens
-            await self.hooks.on_step_finish(step)
+            outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, request.messages) if calls else []
+            await self._record_step(step, outcomes)
             if any(o.pending for o in outcomes):
                 # A client tool or an approval is pending: the turn ends; an answer continues it.
                 return TurnOutcome("completed", usage=self.usage)
             if not calls:
                 break
+        return TurnOutcome("completed", usage=self.usage, output=self._parse_output(plan.output))
 
-        output = self._parse_output(config.output)
-        return TurnOutcome("completed", usage=self.usage, output=output)
+    # -- the rungs of run() ------------------------------------------------------------------
+    async def _before_turn(self) -> TurnConfig:
+        self._tools = self.base_tools()
+        ctx = TurnContext(
+            session=self.session,
+            request_id=self.request_id,
+            trigger=self.trigger,
+            system=self.deps.system,
+            messages=list(self.history),
+            tools=dict(self._tools),
+            model=self.deps.model,
+            continuation=self.continuation,
+            body=self.body,
+        )
+        try:
+            return await self.hooks.before_turn(ctx) or TurnConfig()
+        except Exception as exc:
+            raise TurnFailed(exc, "turn") from exc
+
+    async def _apply_turn_config(self, config: TurnConfig) -> _TurnPlan:
+        deps = self.deps
+        try:
+            model = deps.resolve_model(config.model) if config.model is not None else deps.model
+            extra_tools = _checked_tools(config.tools)
+        except Exception as exc:  # a bad TurnConfig fails the turn, like a raising hook
+            raise TurnFailed(exc, "turn") from exc
+        if model is None:
+            raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
+        self.messages_from_hook = config.messages is not None
+        self.base_messages = _with_continue_checkpoint(
+            list(config.messages) if config.messages is not None else list(self.history)
+        )
+        if config.send_reasoning is not None:
+            self.builder.send_reasoning = config.send_reasoning
+        return _TurnPlan(
+            model=model,
+            system=config.system if config.system is not None else deps.system,
+            tools={**self._tools, **extra_tools},
+            active_tools=config.active_tools,
+            tool_choice=config.tool_choice,
+            max_steps=config.max_steps if config.max_steps is not None else deps.max_steps,
+            output=config.output,
+            output_spec=self._output_spec(config.output),
+            settings=config.call_settings(CallSettings()),
+        )
+
+    async def _step_request(self, step_number: int, plan: _TurnPlan) -> tuple[Any, ModelRequest, dict[str, Tool]]:
+        """``before_step``, then the model request of this step with its ``StepConfig`` applied."""
+        messages = self.base_messages + self.step_messages
+        step_ctx = StepContext(
+            session=self.session,
+            request_id=self.request_id,
+            step_number=step_number,
+            steps=list(self.steps),
+            model=plan.model,
+            messages=messages,
+        )
+        try:
+            step_config = await self.hooks.before_step(step_ctx) or StepConfig()
+            model = self.deps.resolve_model(step_config.model) if step_config.model is not None else plan.model
+        except Exception as exc:
+            raise TurnFailed(exc, "turn") from exc
+        active = step_config.active_tools if step_config.active_tools is not None else plan.active_tools
+        tools = {n: t for n, t in plan.tools.items() if active is None or n in active}
+        request = ModelRequest(
+            system=step_config.system if step_config.system is not None else plan.system,
+            messages=list(step_config.messages) if step_config.messages is not None else messages,
+            tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in tools.values()],
+            tool_choice=step_config.tool_choice if step_config.tool_choice is not None else plan.tool_choice,
+            output=plan.output_spec,
+            settings=plan.settings,
+        )
+        return model, request, tools
+
+    async def _record_step(self, step: StepResult, outcomes: list[ToolOutcome]) -> None:
+        """Add the finished step to the turn's record and the next step's messages, then
+        ``on_step_finish``."""
+        settled = [o for o in outcomes if not o.pending]
+        step.tool_results = [
+            {"tool_call_id": o.call.id, "tool_name": o.call.name, "output": o.output, "error": o.error}
+            for o in settled
+        ]
+        self.builder.finish_step()
+        self.steps.append(step)
+        self.usage = self.usage + step.usage
+        self.step_messages.append(
+            AssistantMessage(text=step.text, reasoning=step.reasoning_text, tool_calls=[o.call for o in settled])
+        )
+        self.step_messages.extend(
+            ToolMessage(
+                tool_call_id=o.call.id,
+                tool_name=o.call.name,
+                output=o.error if o.error is not None else o.output,
+                is_error=o.error is not None,
+            )
+            for o in settled
+        )
+        self.last_input_tokens = step.usage.input_tokens or step.usage.total_tokens
+        await self.hooks.on_step_finish(step)
 
     # ------------------------------------------------------------------------------------
     async def _proactive_guard(self) -> None:
-        """Compact before a step once the last known input size passes the threshold (DESIGN §8)."""
-        proactive = self.agent.context_overflow.proactive
+        """Compact before a step once the last known input size passes the threshold."""
+        proactive = self.deps.context_overflow.proactive
         if proactive is None or self.proactive_attempts >= proactive.max_compactions:
             return
-        if self.session.last_input_tokens < proactive.threshold:
+        if self.last_input_tokens < proactive.threshold:
             return
         self.proactive_attempts += 1
         try:
-            result = await compact_session(self.session, reason="proactive")
+            result = await self.deps.compactor.compact(self.session.id, reason="proactive")
         except Exception:
             logger.warning("proactive compaction failed; the step proceeds uncompacted", exc_info=True)
             return
-        if result is None or not result.shortened:
+        self.compactions.append(result)
+        if not result.shortened:
             return
-        self.builder.data("think-compaction", _compaction_data(result))
-        self.session.last_input_tokens = 0
+        self.builder.data("think-compaction", compaction_data(result))
+        self.last_input_tokens = 0
         if not self.messages_from_hook:
-            self.base_messages = _with_continue_checkpoint(
-                to_model_messages(await self.agent.db.history(self.session.id))
-            )
+            self.base_messages = _with_continue_checkpoint(to_model_messages(await self.deps.db.history(self.session.id)))
 
-    async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
+    async def _stream_step_with_retry(self, step_number: int, model: Any, request: ModelRequest) -> StepResult:
         """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
-        policy = self.agent.retry
+        policy = self.deps.retry
         transport_retries = getattr(model, "retries_before_output", False)
+        observers = self.hooks.chunk_observers
         attempt = 0
         while True:
             try:
@@ -298,7 +369,7 @@ class Turn:
                 if transport_retries and is_retryable(failure.error):
                     raise  # the provider already retried this one; retrying again multiplies attempts
                 attempt += 1
-                delay = retry_delay(failure.error, attempt, policy)
+                delay = step_retry_delay(failure.error, attempt, policy)
                 logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
                 self.builder.finish_step()
                 self.builder.data("think-retry", {"attempt": attempt, "classification": failure.classification, "delay": delay})
@@ -376,7 +447,7 @@ class Turn:
         )
 
     # ------------------------------------------------------------------------------------
-    def _output_spec(self, output: Any) -> Optional[OutputSpec]:
+    def _output_spec(self, output: Any) -> OutputSpec | None:
         if output is None:
             return None
         if isinstance(output, type) and issubclass(output, BaseModel):
@@ -442,7 +513,7 @@ class CallIds:
         return ToolCall(assigned, event.tool_name, event.input, event.raw_input)
 
 
-def _checked_tools(extra: Optional[list[Any]]) -> dict[str, Tool]:
+def _checked_tools(extra: list[Any] | None) -> dict[str, Tool]:
     tools: dict[str, Tool] = {}
     for item in extra or ():
         if not isinstance(item, Tool):
@@ -459,18 +530,8 @@ def _with_continue_checkpoint(messages: list[ModelMessage]) -> list[ModelMessage
     return messages
 
 
-def retry_delay(error: BaseException, attempt: int, policy: Any) -> float:
-    """Honour the provider's ``retry-after`` when it sent one, else exponential backoff with jitter."""
-    headers = getattr(error, "headers", None)
-    if headers:
-        advised = parse_retry_after(headers)
-        if advised is not None:
-            return min(advised, policy.max_delay)
-    backoff = policy.base_delay * (2 ** (attempt - 1))
-    return min(backoff * (0.75 + random.random() / 2), policy.max_delay)
-
-
-def _compaction_data(result: Any) -> dict[str, Any]:
+def compaction_data(result: CompactionResult) -> dict[str, Any]:
+    """The ``data-think-compaction`` chunk's payload."""
     return {
         "reason": result.reason,
         "messages": result.compacted_messages,

@@ -1,0 +1,162 @@
+"""The failure policy around a turn.
+
+A turn that fails is classified (``classify_chat_error``, unless the step retry already asked).
+A ``"context_overflow"`` with reactive recovery on is compacted and the turn re-run — bounded by
+``context_overflow.max_retries`` and only while compaction actually shrinks the history; the
+failed attempt's partial answer is discarded. Anything else is terminal: ``on_chat_error`` may
+replace the error, and the turn ends with status ``error``. Between turns, a session with
+``compact_after`` compacts once its history passes the threshold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .compaction import CompactionResult, TokenCounter, estimate_tokens
+from .events import Usage
+from .messages import to_model_messages
+from .turn import Turn, TurnDeps, TurnFailed, TurnOutcome, TurnRequest
+from .types import ChatErrorContext
+from .ui_stream import AssistantMessageBuilder
+
+if TYPE_CHECKING:
+    from .dispatch import HookRelay
+
+logger = logging.getLogger("think.recovery")
+
+
+@dataclass
+class TurnMemory:
+    """What a session carries from one turn to the next for context management."""
+
+    last_input_tokens: int = 0  # input tokens of the latest step, for the proactive guard
+    compactions: list[CompactionResult] = field(default_factory=list)
+    compact_after: tuple[int, TokenCounter | None] | None = None
+
+
+class TurnRecovery:
+    """Runs turns of one session under the failure policy. Called by the runner, under the lock."""
+
+    def __init__(self, session: Any, deps: TurnDeps, memory: TurnMemory) -> None:
+        self.session = session
+        self.deps = deps
+        self.memory = memory
+
+    @property
+    def hooks(self) -> HookRelay:
+        return self.deps.hooks
+
+    async def run_with_overflow_recovery(
+        self, request: TurnRequest, request_id: str, body: dict[str, Any] | None, builder: AssistantMessageBuilder
+    ) -> TurnOutcome:
+        """Run the turn; on a context overflow, compact and re-run it (bounded)."""
+        overflow = self.deps.context_overflow
+        continuation = request.continuation
+        attempts = 0
+        while True:
+            turn = Turn(
+                self.deps,
+                self.session,
+                request_id=request_id,
+                trigger=request.trigger,
+                continuation=continuation,
+                body=body,
+                builder=builder,
+                history=[],
+                last_input_tokens=self.memory.last_input_tokens,
+            )
+            try:
+                outcome = await self._attempt(turn, request_id, continuation)
+            except TurnFailed as failure:
+                await self._classify(failure, request_id)
+                if failure.classification == "context_overflow" and overflow.reactive and attempts < overflow.max_retries:
+                    attempts += 1
+                    compaction = await self.compact_quietly("reactive")
+                    if compaction is not None and compaction.shortened:
+                        builder.reset()  # the partial of the failed attempt is discarded, never persisted
+                        builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
+                        continuation = False
+                        continue
+                return await self.fail(failure, request_id, builder, persisted=True, usage=turn.usage)
+            finally:
+                self._remember(turn)
+            builder.finish()
+            return outcome
+
+    async def _attempt(self, turn: Turn, request_id: str, continuation: bool) -> TurnOutcome:
+        db, session_id = self.deps.db, self.session.id
+        if continuation:
+            last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
+            updated = await turn.run_approved_calls(last) if last is not None else None
+            if updated is not None:
+                await db.upsert_message(session_id, updated)
+        turn.history = to_model_messages(await db.history(session_id))
+        try:
+            return await turn.run()
+        except (TurnFailed, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # a bug must still end the turn by the failure policy
+            logger.exception("turn %s raised unexpectedly", request_id)
+            raise TurnFailed(exc, "turn") from exc
+
+    def _remember(self, turn: Turn) -> None:
+        self.memory.last_input_tokens = turn.last_input_tokens
+        self.memory.compactions.extend(c for c in turn.compactions if c.compaction_id is not None)
+
+    def error_context(self, request_id: str, stage: str, persisted: bool) -> ChatErrorContext:
+        return ChatErrorContext(session=self.session, request_id=request_id, stage=stage, messages_persisted=persisted)
+
+    async def _classify(self, failure: TurnFailed, request_id: str, persisted: bool = True) -> None:
+        if not failure.classified:
+            failure.classification = await self.hooks.classify_chat_error(
+                failure.error, self.error_context(request_id, failure.stage, persisted)
+            )
+            failure.classified = True
+
+    async def fail(
+        self,
+        failure: TurnFailed,
+        request_id: str,
+        builder: AssistantMessageBuilder,
+        *,
+        persisted: bool,
+        usage: Usage | None = None,
+    ) -> TurnOutcome:
+        """End the turn as ``error``: ``on_chat_error`` may replace the error or its message."""
+        await self._classify(failure, request_id, persisted)
+        ctx = self.error_context(request_id, failure.stage, persisted)
+        ctx.classification = failure.classification
+        replacement = await self.hooks.on_chat_error(failure.error, ctx)
+        error = replacement if isinstance(replacement, BaseException) else failure.error
+        error_text = replacement if isinstance(replacement, str) else (str(error) or type(error).__name__)
+        logger.info("turn %s failed at stage %s: %s", request_id, failure.stage, error_text)
+        builder.error(error_text)
+        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
+
+    # -- compaction between and around turns ------------------------------------------------------
+    async def compact(self, reason: str, token_counter: TokenCounter | None = None) -> CompactionResult:
+        result = await self.deps.compactor.compact(self.session.id, reason=reason, token_counter=token_counter)
+        if result.compaction_id is not None:  # only compactions that wrote an overlay are recorded
+            self.memory.compactions.append(result)
+        return result
+
+    async def compact_quietly(self, reason: str, token_counter: TokenCounter | None = None) -> CompactionResult | None:
+        """Compact; a failure is logged and the turn goes on as if nothing was compacted."""
+        try:
+            return await self.compact(reason, token_counter)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.warning("compaction (%s) of session %s failed", reason, self.session.id, exc_info=True)
+            return None
+
+    async def compact_between_turns(self) -> None:
+        if self.memory.compact_after is None:
+            return
+        threshold, counter = self.memory.compact_after
+        count = counter or estimate_tokens
+        if count(await self.deps.db.history(self.session.id)) > threshold:
+            await self.compact_quietly("compact_after", counter)

@@ -1,0 +1,199 @@
+"""The turn runner of one session: one turn at a time, in arrival order.
+
+It holds the session's turn lock (FIFO), keeps the registry of active turns that
+``cancel(request_id)`` works on, persists the turn's input before it runs and its assistant
+message after it — the partial one too, on error or cancel — and fires ``on_chat_response``
+once the lock is released (so a hook may start the next turn of the same session).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import NestedTurnError
+from .messages import coerce_messages, new_id
+from .recovery import TurnRecovery
+from .turn import TurnFailed, TurnOutcome, TurnRequest
+from .types import ChatResponseResult, TurnResult, UIMessage
+from .ui_stream import AssistantMessageBuilder
+
+logger = logging.getLogger("think.runner")
+
+# The runner whose turn the current task is running (tools and hooks run in that context).
+_TURN_OWNER: contextvars.ContextVar[TurnRunner | None] = contextvars.ContextVar("think_turn_owner", default=None)
+
+
+@dataclass
+class ActiveTurn:
+    request_id: str
+    task: asyncio.Task[Any] | None = None
+    cancel_requested: bool = False
+    body: dict[str, Any] | None = None
+
+
+class TurnRunner:
+    """Runs :class:`~think_core.turn.TurnRequest` s of one session.
+
+    :param open: opens the session (``configure_session``, recovery); awaited before each turn.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        recovery: TurnRecovery,
+        *,
+        open: Callable[[], Awaitable[Any]],
+        send_reasoning: bool,
+    ) -> None:
+        self.session = session
+        self.recovery = recovery
+        self.db = recovery.deps.db
+        self.hooks = recovery.deps.hooks
+        self._open = open
+        self._send_reasoning = send_reasoning
+        self.lock = asyncio.Lock()
+        self.active: dict[str, ActiveTurn] = {}
+
+    # -- nesting ------------------------------------------------------------------------------
+    def in_turn(self) -> bool:
+        """Whether the current task runs inside a turn of this session (the lock is ours)."""
+        return _TURN_OWNER.get() is self
+
+    def assert_not_nested(self, what: str) -> None:
+        if self.in_turn():
+            raise NestedTurnError(
+                f"{what}() was called from inside an active turn of session {self.session.id!r}; "
+                "this would wait for itself. Use submit_messages() or add_messages() instead."
+            )
+
+    # -- cancellation -------------------------------------------------------------------------
+    def cancel(self, request_id: str) -> bool:
+        """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
+        handle = self.active.get(request_id)
+        if handle is None or handle.cancel_requested:
+            return False
+        handle.cancel_requested = True
+        if handle.task is not None and not handle.task.done():
+            handle.task.cancel()
+        return True
+
+    def cancel_all(self) -> int:
+        return sum(self.cancel(rid) for rid in list(self.active))
+
+    # -- running ------------------------------------------------------------------------------
+    async def run(self, request: TurnRequest) -> TurnResult:
+        self.assert_not_nested(request.trigger)
+        await self._open()
+        request_id = request.request_id or new_id("req")
+        handle = ActiveTurn(request_id, asyncio.current_task())
+        self.active[request_id] = handle
+        builder = AssistantMessageBuilder(new_id(), request.emit, send_reasoning=self._send_reasoning)
+        outcome: TurnOutcome | None = None
+        persisted: UIMessage | None = None
+        try:
+            try:
+                await self.lock.acquire()
+            except asyncio.CancelledError:
+                if _absorb_cancel(handle):
+                    return TurnResult(request_id=request_id, status="aborted", continuation=request.continuation)
+                raise
+            token = _TURN_OWNER.set(self)
+            try:
+                outcome, persisted = await self._locked_turn(request, request_id, handle, builder)
+            finally:
+                _TURN_OWNER.reset(token)
+                self.lock.release()
+        finally:
+            self.active.pop(request_id, None)
+        if outcome is None:  # skipped before running
+            return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
+        return await self._respond(request, request_id, outcome, persisted or builder.message())
+
+    async def _respond(self, request: TurnRequest, request_id: str, outcome: TurnOutcome, message: UIMessage) -> TurnResult:
+        """``on_chat_response`` (the lock is released), then the entry path's result."""
+        fields = dict(
+            request_id=request_id,
+            message=message,
+            status=outcome.status,
+            continuation=request.continuation,
+            error=outcome.error_text,
+            output=outcome.output,
+            usage=outcome.usage,
+        )
+        await self.hooks.on_chat_response(ChatResponseResult(session=self.session, **fields))
+        return TurnResult(**fields)
+
+    async def _locked_turn(
+        self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder
+    ) -> tuple[TurnOutcome | None, UIMessage | None]:
+        if request.should_apply is not None and not await request.should_apply():
+            return None, None
+        body = handle.body = await self._turn_body(request)
+        builder.start()
+        try:
+            try:
+                await self._write_input(request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                failure = TurnFailed(exc, "persist")
+                return await self.recovery.fail(failure, request_id, builder, persisted=False), None
+            outcome = await self.recovery.run_with_overflow_recovery(request, request_id, body, builder)
+            message = await self._persist(builder)
+            # A cancel arriving now (the answer is already persisted) ends here as well.
+            await self.recovery.compact_between_turns()
+        except asyncio.CancelledError:
+            if not builder.persisted:
+                builder.abort()
+                # Shielded: a second cancellation must not lose the partial answer.
+                await asyncio.shield(self._persist(builder))
+            if _absorb_cancel(handle):
+                return TurnOutcome("aborted", error_text="aborted"), builder.persisted
+            raise
+        return outcome, message
+
+    async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
+        """A continuation without a body of its own reuses the last turn's body."""
+        session_id = self.session.id
+        if request.body is None and request.continuation:
+            body: dict[str, Any] | None = await self.db.get_state(session_id, "last_body")
+            return body
+        if request.body is not None:
+            await self.db.set_state(session_id, "last_body", request.body)
+        return request.body
+
+    async def _write_input(self, request: TurnRequest) -> None:
+        incoming = request.incoming
+        if callable(incoming):
+            incoming = incoming(await self.db.list_messages(self.session.id))
+            if asyncio.iscoroutine(incoming):
+                incoming = await incoming
+            incoming = coerce_messages(incoming)
+        if incoming:
+            await self.db.append_messages(self.session.id, incoming)
+        if request.apply_incoming is not None:
+            await request.apply_incoming()
+
+    async def _persist(self, builder: AssistantMessageBuilder) -> UIMessage | None:
+        if not builder.has_content():
+            return None
+        message = builder.message()
+        await self.db.upsert_message(self.session.id, message)
+        builder.persisted = message
+        return message
+
+
+def _absorb_cancel(handle: ActiveTurn) -> bool:
+    """A cancellation that ``cancel()`` asked for ends the turn as ``aborted`` instead of
+    propagating; any other cancellation (the caller's task being cancelled) propagates."""
+    if not handle.cancel_requested:
+        return False
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    return True
