@@ -14,17 +14,13 @@ step calls no tool, ``max_steps`` is reached, or a client tool / approval is pen
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
 from .compaction import CompactionResult, Compactor
-from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
+from .events import Usage
 from .messages import is_tool_part, to_model_messages, tool_name_of
 from .models.base import (
     AssistantMessage,
@@ -39,11 +35,12 @@ from .models.base import (
 )
 from .models.retry import is_retryable
 from .policy import ContextOverflowConfig, RetryConfig, step_retry_delay
+from .step_stream import CallIds, StepStreamError, stream_step
+from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
 from .types import (
     ChatErrorContext,
-    ChunkContext,
     StepConfig,
     StepContext,
     StepResult,
@@ -173,7 +170,6 @@ class Turn:
         self.steps: list[StepResult] = []
         self.usage = Usage()
         self.step_messages: list[ModelMessage] = []
-        self.output_type: Any = None
         self.invalid_inputs: dict[str, str] = {}
         self.call_ids = CallIds()
         self.base_messages: list[ModelMessage] = []
@@ -222,6 +218,19 @@ class Turn:
             if not calls:
                 break
         return TurnOutcome("completed", usage=self.usage, output=self._parse_output(plan.output))
+
+    def _output_spec(self, output: Any) -> OutputSpec | None:
+        try:
+            return output_spec(output)
+        except TypeError as exc:
+            raise TurnFailed(exc, "turn") from exc
+
+    def _parse_output(self, output: Any) -> Any:
+        text = self.steps[-1].text if self.steps else ""
+        try:
+            return parse_output(output, text)
+        except ValueError as exc:
+            raise TurnFailed(ValueError(f"structured output did not validate: {exc}"), "stream") from exc
 
     # -- the rungs of run() ------------------------------------------------------------------
     async def _before_turn(self) -> TurnConfig:
@@ -353,10 +362,22 @@ class Turn:
         attempt = 0
         while True:
             try:
-                return await self._stream_step_once(step_number, model, request, observers)
-            except TurnFailed as failure:
+                return await stream_step(
+                    model,
+                    request,
+                    step_number=step_number,
+                    session=self.session,
+                    request_id=self.request_id,
+                    builder=self.builder,
+                    call_ids=self.call_ids,
+                    invalid_inputs=self.invalid_inputs,
+                    emit_chunk=self.hooks.emit_chunk,
+                    observers=observers,
+                )
+            except StepStreamError as error:
+                failure = TurnFailed(error.error, "stream", error.streamed)
                 if failure.streamed:
-                    raise
+                    raise failure from error.error
                 failure.classification = await self.hooks.classify_chat_error(
                     failure.error,
                     ChatErrorContext(
@@ -365,9 +386,10 @@ class Turn:
                 )
                 failure.classified = True
                 if failure.classification not in ("transient", "rate_limit") or attempt >= policy.max_retries:
-                    raise
+                    raise failure from error.error
                 if transport_retries and is_retryable(failure.error):
-                    raise  # the provider already retried this one; retrying again multiplies attempts
+                    # The provider already retried this one; retrying again multiplies attempts.
+                    raise failure from error.error
                 attempt += 1
                 delay = step_retry_delay(failure.error, attempt, policy)
                 logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
@@ -375,142 +397,9 @@ class Turn:
                 self.builder.data("think-retry", {"attempt": attempt, "classification": failure.classification, "delay": delay})
                 await asyncio.sleep(delay)
 
-    async def _stream_step_once(self, step_number: int, model: Any, request: ModelRequest, observers: tuple) -> StepResult:
-        builder = self.builder
-        builder.start_step()
-        emit_chunk = self.hooks.emit_chunk
-        session, request_id = self.session, self.request_id
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: list[ToolCallRequest] = []
-        finish = None
-        streamed = False
-        try:
-            async with aclosing(model.stream(request)) as events:
-                async for event in events:
-                    kind = event.type
-                    if kind == "text-delta":
-                        streamed = True
-                        text.append(event.text)
-                        builder.text_delta(event.text)
-                    elif kind == "reasoning-delta":
-                        streamed = True
-                        reasoning.append(event.text)
-                        builder.reasoning_delta(event.text)
-                    elif kind == "tool-input-start":
-                        streamed = True
-                        event = self.call_ids.started(event)
-                        builder.tool_input_start(event.tool_call_id, event.tool_name)
-                    elif kind == "tool-input-delta":
-                        event = self.call_ids.delta(event)
-                        builder.tool_input_delta(event.tool_call_id, event.delta)
-                    elif kind == "tool-call":
-                        streamed = True
-                        event = self.call_ids.completed(event)
-                        raw_input = event.input if event.input is not None else event.raw_input
-                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
-                        calls.append(
-                            ToolCallRequest.model_construct(
-                                id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
-                            )
-                        )
-                        if event.input is None:
-                            # The arguments were not a JSON object: the call is answered with an error result.
-                            self.invalid_inputs[event.tool_call_id] = event.raw_input
-                    elif kind == "finish":
-                        finish = event
-                        continue
-                    elif kind == "error":
-                        raise event.error
-                    else:
-                        continue
-                    if observers:
-                        emit_chunk(ChunkContext(session, request_id, step_number, event))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            builder.drop_unfinished_tool_inputs()
-            raise TurnFailed(exc, "stream", streamed) from exc
-        builder.drop_unfinished_tool_inputs()
-        return StepResult(
-            session=session,
-            request_id=request_id,
-            step_number=step_number,
-            finish_reason=finish.finish_reason if finish else "other",
-            text="".join(text),
-            reasoning_text="".join(reasoning),
-            tool_calls=calls,
-            usage=finish.usage if finish else Usage(),
-            model_id=(finish.model_id if finish and finish.model_id else getattr(model, "model_id", None)),
-            response_id=finish.response_id if finish else None,
-            provider_metadata=finish.provider_metadata if finish else None,
-        )
-
-    # ------------------------------------------------------------------------------------
-    def _output_spec(self, output: Any) -> OutputSpec | None:
-        if output is None:
-            return None
-        if isinstance(output, type) and issubclass(output, BaseModel):
-            self.output_type = output
-            return OutputSpec(name=output.__name__, json_schema=output.model_json_schema())
-        if isinstance(output, dict):
-            return OutputSpec(name=output.get("title", "output"), json_schema=output)
-        raise TurnFailed(TypeError("TurnConfig.output must be a pydantic model class or a JSON schema dict"), "turn")
-
-    def _parse_output(self, output: Any) -> Any:
-        if output is None:
-            return None
-        text = self.steps[-1].text if self.steps else ""
-        try:
-            if self.output_type is not None:
-                return self.output_type.model_validate_json(_strip_fences(text))
-            return json.loads(_strip_fences(text))
-        except (ValidationError, ValueError) as exc:
-            raise TurnFailed(ValueError(f"structured output did not validate: {exc}"), "stream") from exc
 
 
 _CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
-
-
-class CallIds:
-    """Keeps tool-call ids unique within a turn.
-
-    Some OpenAI-compatible servers number calls per response (``call_0`` in every step), and a
-    model may even repeat an id within one step. A repeated id would overwrite the earlier
-    call's part and pair results with the wrong call, so repeats get a suffix (``call_0_2``:
-    letters, digits and ``_`` only, which every provider accepts in an id).
-    The n-th start of an id pairs with its n-th completion, in stream order.
-    """
-
-    def __init__(self) -> None:
-        self._used: set[str] = set()
-        self._open: dict[str, list[str]] = {}
-
-    def _fresh(self, raw: str) -> str:
-        candidate, n = raw, 1
-        while candidate in self._used:
-            n += 1
-            candidate = f"{raw}_{n}"
-        self._used.add(candidate)
-        return candidate
-
-    def started(self, event: ToolInputStart) -> ToolInputStart:
-        assigned = self._fresh(event.tool_call_id)
-        self._open.setdefault(event.tool_call_id, []).append(assigned)
-        return event if assigned == event.tool_call_id else ToolInputStart(assigned, event.tool_name)
-
-    def delta(self, event: ToolInputDelta) -> ToolInputDelta:
-        pending = self._open.get(event.tool_call_id)
-        if not pending or pending[-1] == event.tool_call_id:
-            return event
-        return ToolInputDelta(pending[-1], event.delta)
-
-    def completed(self, event: ToolCall) -> ToolCall:
-        pending = self._open.get(event.tool_call_id)
-        assigned = pending.pop(0) if pending else self._fresh(event.tool_call_id)
-        if assigned == event.tool_call_id:
-            return event
-        return ToolCall(assigned, event.tool_name, event.input, event.raw_input)
 
 
 def _checked_tools(extra: list[Any] | None) -> dict[str, Tool]:
@@ -538,12 +427,3 @@ def compaction_data(result: CompactionResult) -> dict[str, Any]:
         "tokensBefore": result.tokens_before,
         "tokensAfter": result.tokens_after,
     }
-
-
-def _strip_fences(text: str) -> str:
-    stripped = text.strip()
-    if stripped.startswith("```"):
-        stripped = stripped.split("\n", 1)[1] if "\n" in stripped else ""
-        if stripped.rstrip().endswith("```"):
-            stripped = stripped.rstrip()[:-3]
-    return stripped.strip()
