@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from think_core.config import load_config
+from think_core.cli.config import load_config
 from think_core.errors import ConfigurationError
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..agent import Think
-from ..config import load_config
+from .config import load_config
 from ..errors import ConfigurationError
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"

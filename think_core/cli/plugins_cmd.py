@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from ..config import load_config
+from .config import load_config
 from ..errors import ConfigurationError
 from ..plugins import PluginInfo, build_plugin_manager
 

@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigurationError
+from ..errors import ConfigurationError
 
 DEFAULT_PATH = "think.toml"
 
