@@ -95,6 +95,7 @@ class TurnRunner:
         builder = AssistantMessageBuilder(new_id(), request.emit, send_reasoning=self._send_reasoning)
         outcome: TurnOutcome | None = None
         persisted: UIMessage | None = None
+        # The turn stays active (cancellable) until on_chat_response has returned.
         try:
             try:
                 await self.lock.acquire()
@@ -108,15 +109,18 @@ class TurnRunner:
             finally:
                 _TURN_OWNER.reset(token)
                 self.lock.release()
+            if outcome is None:  # skipped before running
+                return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
+            return await self._respond(request, request_id, handle, outcome, persisted or builder.message())
         finally:
             self.active.pop(request_id, None)
-        if outcome is None:  # skipped before running
-            return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
-        return await self._respond(request, request_id, outcome, persisted or builder.message())
 
-    async def _respond(self, request: TurnRequest, request_id: str, outcome: TurnOutcome, message: UIMessage) -> TurnResult:
-        """``on_chat_response`` (the lock is released), then the entry path's result."""
-        fields = dict(
+    async def _respond(
+        self, request: TurnRequest, request_id: str, handle: ActiveTurn, outcome: TurnOutcome, message: UIMessage
+    ) -> TurnResult:
+        """``on_chat_response`` (the lock is released), then the entry path's result. A cancel
+        while the hook runs stops the hook; the turn's answer is already persisted and stands."""
+        fields: dict[str, Any] = dict(
             request_id=request_id,
             message=message,
             status=outcome.status,
@@ -125,7 +129,12 @@ class TurnRunner:
             output=outcome.output,
             usage=outcome.usage,
         )
-        await self.hooks.on_chat_response(ChatResponseResult(session=self.session, **fields))
+        try:
+            await self.hooks.on_chat_response(ChatResponseResult(session=self.session, **fields))
+        except asyncio.CancelledError:
+            if not _absorb_cancel(handle):
+                raise
+            logger.warning("turn %s was cancelled while on_chat_response ran; the hook was stopped", request_id)
         return TurnResult(**fields)
 
     async def _locked_turn(
