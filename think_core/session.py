@@ -41,6 +41,7 @@ from .ui_stream import AssistantMessageBuilder, Emit
 
 if TYPE_CHECKING:
     from .agent import Think
+    from .transcript import ClientTranscript
 
 logger = logging.getLogger("think.session")
 
@@ -590,6 +591,28 @@ class Session:
         await self.agent.db.upsert_message(self.id, message)
         builder.persisted = message
         return message
+
+    # -- chat clients -----------------------------------------------------------------------------
+    async def stream_transcript(
+        self,
+        transcript: ClientTranscript,
+        *,
+        body: dict[str, Any] | None = None,
+        trigger: str = "transcript",
+        request_id: str | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
+
+        Under the turn lock, before the first chunk: an edit or a regeneration deletes what it
+        replaces, settled tool calls are answered, new messages are appended (see
+        :mod:`think_core.transcript`). Then a turn runs for them, or the answered message is
+        continued (trigger ``auto_continue``), or nothing runs when a call is still waiting.
+        """
+        request = _TurnRequest(trigger, None, body=body, request_id=request_id)
+        request.should_apply = lambda: transcript.apply(self.agent.db, self.id, request)
+        async with aclosing(self.stream_request(request)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
 
 def _check_callback(on_event: Any) -> None:
