@@ -40,6 +40,8 @@ from .types import ChatErrorContext, ChatResponseResult, TurnResult, UIMessage
 from .ui_stream import AssistantMessageBuilder, Emit
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
     from .agent import Think
     from .transcript import ClientTranscript
 
@@ -600,7 +602,7 @@ class Session:
         body: dict[str, Any] | None = None,
         trigger: str = "transcript",
         request_id: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
 
         Under the turn lock, before the first chunk: an edit or a regeneration deletes what it

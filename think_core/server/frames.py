@@ -21,7 +21,7 @@ Server → client frames built here:
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
 
 from ..messages import coerce_messages
 from ..transcript import ClientTranscript
@@ -47,7 +47,7 @@ CHAT_TRIGGERS = ("submit-message", "regenerate-message")
 class ProtocolError(Exception):
     """A client frame or request that cannot be handled; ``kind`` is the error ``type``."""
 
-    def __init__(self, message: str, kind: str = "invalid_request", *, request_id: Optional[str] = None) -> None:
+    def __init__(self, message: str, kind: str = "invalid_request", *, request_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -76,7 +76,7 @@ def error_body(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind}}
 
 
-def error_frame(message: str, kind: str, *, request_id: Optional[str] = None, frame_type: Optional[str] = None) -> dict[str, Any]:
+def error_frame(message: str, kind: str, *, request_id: str | None = None, frame_type: str | None = None) -> dict[str, Any]:
     frame: dict[str, Any] = {"type": ERROR, **error_body(message, kind)}
     if request_id is not None:
         frame["id"] = request_id
@@ -135,7 +135,7 @@ def parse_frame(text: str) -> dict[str, Any]:
     return frame
 
 
-def require_str(frame: dict[str, Any], field: str, *, request_id: Optional[str] = None) -> str:
+def require_str(frame: dict[str, Any], field: str, *, request_id: str | None = None) -> str:
     value = frame.get(field)
     if not isinstance(value, str) or not value:
         raise ProtocolError(f"{frame.get('type')}: '{field}' must be a non-empty string", request_id=request_id)
@@ -155,7 +155,7 @@ class ChatRequest:
         self.body = body
 
 
-def split_chat_body(payload: dict[str, Any], *, request_id: Optional[str] = None, drop: tuple[str, ...] = ()) -> tuple[ClientTranscript, dict[str, Any]]:
+def split_chat_body(payload: dict[str, Any], *, request_id: str | None = None, drop: tuple[str, ...] = ()) -> tuple[ClientTranscript, dict[str, Any]]:
     """``(transcript, turn body)`` of an AI SDK chat request body.
 
     Shared by the WebSocket request and ``POST /api/chat`` (whose body also carries the chat
@@ -178,7 +178,7 @@ def split_chat_body(payload: dict[str, Any], *, request_id: Optional[str] = None
     return transcript, body
 
 
-def parse_messages(raw: list[Any], *, request_id: Optional[str] = None) -> list[UIMessage]:
+def parse_messages(raw: list[Any], *, request_id: str | None = None) -> list[UIMessage]:
     """Validate the client's messages (AI SDK ``UIMessage`` shape)."""
     if not all(isinstance(m, dict) for m in raw):
         raise ProtocolError("every message must be a JSON object", request_id=request_id)

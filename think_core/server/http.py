@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -138,9 +139,9 @@ async def session_messages(agent: Think, session_id: str) -> Response:
     return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
 
 
-async def session_submissions(agent: Think, session_id: str, status: Optional[str], limit: Optional[str]) -> Response:
+async def session_submissions(agent: Think, session_id: str, status: str | None, limit: str | None) -> Response:
     check_session_id(session_id)
-    n: Optional[int] = None
+    n: int | None = None
     if limit is not None:
         try:
             n = int(limit)

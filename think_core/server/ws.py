@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.websockets import WebSocket
 
@@ -42,7 +43,7 @@ class ChatSocket:
         self._in_flight: set[asyncio.Task] = set()
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
-        self.connection: Optional[Connection] = None
+        self.connection: Connection | None = None
         self._handlers: dict[str, Handler] = {
             F.USE_CHAT_REQUEST: self.on_chat_request,
             F.CHAT_REQUEST_CANCEL: self.on_cancel,
@@ -88,11 +89,11 @@ class ChatSocket:
         assert self.connection is not None
         self.connection.send(frame)
 
-    def broadcast(self, frame: dict[str, Any], *, exclude: Optional[Connection] = None) -> None:
+    def broadcast(self, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
         self.hub.broadcast(self.session_id, frame, exclude=exclude)
 
     async def handle_text(self, text: str) -> None:
-        frame_type: Optional[str] = None
+        frame_type: str | None = None
         try:
             if len(text.encode("utf-8")) > self.max_frame_bytes:
                 raise ProtocolError(f"frame exceeds {self.max_frame_bytes} bytes", "payload_too_large")
@@ -133,7 +134,7 @@ class ChatSocket:
         task.add_done_callback(self._in_flight.discard)
 
     async def _stream(
-        self, transcript: ClientTranscript, stream_id: str, *, body: Optional[dict[str, Any]] = None, requested: bool
+        self, transcript: ClientTranscript, stream_id: str, *, body: dict[str, Any] | None = None, requested: bool
     ) -> None:
         """Apply ``transcript`` and relay the turn it asks for to every connection. A stream the
         client ``requested`` (it knows the id) always ends with a done or failed frame; one the
@@ -182,7 +183,7 @@ class ChatSocket:
         state = frame.get("state", "output-available")
         if state not in ("output-available", "output-error"):
             raise ProtocolError("cf_agent_tool_result: 'state' must be \"output-available\" or \"output-error\"")
-        error: Optional[str] = None
+        error: str | None = None
         if state == "output-error":
             text = frame.get("errorText")
             error = text if isinstance(text, str) and text else "Tool execution denied by user"
