@@ -140,8 +140,14 @@ class TurnRunner:
     async def _locked_turn(
         self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder
     ) -> tuple[TurnOutcome | None, UIMessage | None]:
-        if request.should_apply is not None and not await request.should_apply():
-            return None, None
+        if request.should_apply is not None:
+            try:
+                if not await request.should_apply():
+                    return None, None
+            except asyncio.CancelledError:
+                if _absorb_cancel(handle):
+                    return TurnOutcome("aborted", error_text="aborted"), None
+                raise
         body = handle.body = await self._turn_body(request)
         builder.start()
         try:

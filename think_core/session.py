@@ -29,8 +29,11 @@ from .turn import TurnDeps, TurnRequest
 from .types import TurnResult, UIMessage
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator
+
     from .plugins import ThinkPluginManager
     from .store import AsyncStore
+    from .transcript import ClientTranscript
 
 logger = logging.getLogger("think.session")
 
@@ -367,6 +370,28 @@ class Session:
         """Summarise the middle of the history now (non-destructive)."""
         async with self._runner.lock:
             return await self._recovery.compact("manual", token_counter)
+
+    # -- chat clients -----------------------------------------------------------------------------
+    async def stream_transcript(
+        self,
+        transcript: ClientTranscript,
+        *,
+        body: dict[str, Any] | None = None,
+        trigger: str = "transcript",
+        request_id: str | None = None,
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
+
+        Under the turn lock, before the first chunk: an edit or a regeneration deletes what it
+        replaces, settled tool calls are answered, new messages are appended (see
+        :mod:`think_core.transcript`). Then a turn runs for them, or the answered message is
+        continued (trigger ``auto_continue``), or nothing runs when a call is still waiting.
+        """
+        request = TurnRequest(trigger, None, body=body, request_id=request_id)
+        request.should_apply = lambda: transcript.apply(self._db, self.id, request)
+        async with aclosing(self.stream_request(request)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
 
 def _check_callback(on_event: Any) -> None:

@@ -72,7 +72,8 @@ class TurnRequest:
     :param emit: receives every UI message stream chunk (a plain function).
     :param request_id: the turn's id (generated when ``None``).
     :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
-    :param should_apply: checked under the lock first; ``False`` skips the turn.
+    :param should_apply: awaited under the lock before anything else; ``False`` skips the turn.
+        It may prepare the turn and rewrite this request (a chat client's transcript does).
     """
 
     trigger: str

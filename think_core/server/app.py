@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from importlib import resources
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -46,10 +48,86 @@ def _page() -> str:
     return resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
 
 
+async def page(request: Request) -> Response:
+    return HTMLResponse(_page(), headers={"cache-control": "no-cache"})
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def not_found(request: Request, exc: Exception) -> Response:
+    return http.error_response(404, f"no route for {request.method} {request.url.path}", "not_found")
+
+
+async def method_not_allowed(request: Request, exc: Exception) -> Response:
+    return http.error_response(405, f"{request.method} is not allowed on {request.url.path}", "method_not_allowed")
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    return http.error_response(500, "internal server error", "internal_error")
+
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def guarded(handler: Endpoint, token: str | None) -> Endpoint:
+    """``handler`` behind the bearer token, with :class:`http.HTTPError` as a JSON error."""
+
+    async def endpoint(request: Request) -> Response:
+        if not is_authorized(request, token):
+            return http.error_response(401, "missing or invalid bearer token", "unauthorized")
+        try:
+            return await handler(request)
+        except http.HTTPError as exc:
+            return http.error_response(exc.status, exc.message, exc.kind)
+
+    return endpoint
+
+
+def timeline_recorder(hub: SessionHub) -> TimelineRecorder:
+    def sink(session_id: str, request_id: str, event: dict[str, Any]) -> None:
+        stream_id = hub.request_streams.get(request_id, request_id)
+        hub.broadcast(session_id, timeline_frame(stream_id, {**event, "requestId": request_id}))
+
+    return TimelineRecorder(sink)
+
+
+def socket_endpoint(agent: Think, hub: SessionHub, token: str | None, max_frame_bytes: int) -> Callable[[WebSocket], Awaitable[None]]:
+    async def socket(websocket: WebSocket) -> None:
+        session_id = websocket.path_params["session_id"]
+        if not is_authorized(websocket, token, allow_query=True):
+            await websocket.close(code=WS_POLICY_VIOLATION)  # before accept: an HTTP 403
+            return
+        try:
+            http.check_session_id(session_id)
+        except http.HTTPError:
+            await websocket.close(code=WS_POLICY_VIOLATION)
+            return
+        await serve_socket(websocket, agent, hub, max_frame_bytes=max_frame_bytes)
+
+    return socket
+
+
+def lifespan(agent: Think, hub: SessionHub, recorder: TimelineRecorder | None) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    @contextlib.asynccontextmanager
+    async def run(app: Starlette) -> AsyncIterator[None]:
+        if recorder is not None:
+            agent.plugin_manager.register(recorder, name=f"{recorder.name}_{id(recorder):x}")
+        try:
+            yield
+        finally:
+            await hub.aclose()
+            if recorder is not None and agent.plugin_manager.is_registered(recorder):
+                agent.plugin_manager.unregister(recorder)
+
+    return run
+
+
 def create_app(
     agent: Think,
     *,
-    api_token: Optional[str] = None,
+    api_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     timeline: bool = True,
 ) -> Starlette:
@@ -63,31 +141,7 @@ def create_app(
     """
     token = api_token if api_token is not None else os.environ.get("THINK_API_TOKEN") or None
     hub = SessionHub()
-    recorder: Optional[TimelineRecorder] = None
-    if timeline:
-
-        def sink(session_id: str, request_id: str, event: dict[str, Any]) -> None:
-            stream_id = hub.request_streams.get(request_id, request_id)
-            hub.broadcast(session_id, timeline_frame(stream_id, {**event, "requestId": request_id}))
-
-        recorder = TimelineRecorder(sink)
-
-    def guarded(handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
-        async def endpoint(request: Request) -> Response:
-            if not is_authorized(request, token):
-                return http.error_response(401, "missing or invalid bearer token", "unauthorized")
-            try:
-                return await handler(request)
-            except http.HTTPError as exc:
-                return http.error_response(exc.status, exc.message, exc.kind)
-
-        return endpoint
-
-    async def page(request: Request) -> Response:
-        return HTMLResponse(_page(), headers={"cache-control": "no-cache"})
-
-    async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+    recorder = timeline_recorder(hub) if timeline else None
 
     async def chat(request: Request) -> Response:
         return await http.chat(request, agent, hub, max_body_bytes)
@@ -99,49 +153,17 @@ def create_app(
         q = request.query_params
         return await http.session_submissions(agent, request.path_params["session_id"], q.get("status"), q.get("limit"))
 
-    async def socket(websocket: WebSocket) -> None:
-        session_id = websocket.path_params["session_id"]
-        if not is_authorized(websocket, token, allow_query=True):
-            await websocket.close(code=WS_POLICY_VIOLATION)  # before accept: an HTTP 403
-            return
-        try:
-            http.check_session_id(session_id)
-        except http.HTTPError:
-            await websocket.close(code=WS_POLICY_VIOLATION)
-            return
-        await serve_socket(websocket, agent, hub, max_frame_bytes=max_body_bytes)
-
-    async def not_found(request: Request, exc: Exception) -> Response:
-        return http.error_response(404, f"no route for {request.method} {request.url.path}", "not_found")
-
-    async def method_not_allowed(request: Request, exc: Exception) -> Response:
-        return http.error_response(405, f"{request.method} is not allowed on {request.url.path}", "method_not_allowed")
-
-    async def server_error(request: Request, exc: Exception) -> Response:
-        return http.error_response(500, "internal server error", "internal_error")
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if recorder is not None:
-            agent.plugin_manager.register(recorder, name=f"{recorder.name}_{id(recorder):x}")
-        try:
-            yield
-        finally:
-            await hub.aclose()
-            if recorder is not None and agent.plugin_manager.is_registered(recorder):
-                agent.plugin_manager.unregister(recorder)
-
     app = Starlette(
         routes=[
             Route("/", page, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
-            Route("/api/chat", guarded(chat), methods=["POST"]),
-            Route("/api/sessions/{session_id}/messages", guarded(messages), methods=["GET"]),
-            Route("/api/sessions/{session_id}/submissions", guarded(submissions), methods=["GET"]),
-            WebSocketRoute("/agents/think/{session_id}", socket),
+            Route("/api/chat", guarded(chat, token), methods=["POST"]),
+            Route("/api/sessions/{session_id}/messages", guarded(messages, token), methods=["GET"]),
+            Route("/api/sessions/{session_id}/submissions", guarded(submissions, token), methods=["GET"]),
+            WebSocketRoute("/agents/think/{session_id}", socket_endpoint(agent, hub, token, max_body_bytes)),
         ],
         exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
-        lifespan=lifespan,
+        lifespan=lifespan(agent, hub, recorder),
     )
     app.state.agent = agent
     app.state.hub = hub

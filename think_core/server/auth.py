@@ -8,12 +8,11 @@ the ``token`` query parameter. Comparison is constant-time.
 from __future__ import annotations
 
 import hmac
-from typing import Optional
 
 from starlette.requests import HTTPConnection
 
 
-def bearer_token(connection: HTTPConnection, *, allow_query: bool) -> Optional[str]:
+def bearer_token(connection: HTTPConnection, *, allow_query: bool) -> str | None:
     header = connection.headers.get("authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() == "bearer" and value.strip():
@@ -23,7 +22,7 @@ def bearer_token(connection: HTTPConnection, *, allow_query: bool) -> Optional[s
     return None
 
 
-def is_authorized(connection: HTTPConnection, expected: Optional[str], *, allow_query: bool = False) -> bool:
+def is_authorized(connection: HTTPConnection, expected: str | None, *, allow_query: bool = False) -> bool:
     """True when no token is configured or the request presents the configured one."""
     if not expected:
         return True

@@ -21,7 +21,11 @@ Server → client frames built here:
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Any
+
+from ..messages import coerce_messages
+from ..transcript import ClientTranscript
+from ..types import UIMessage
 
 USE_CHAT_REQUEST = "cf_agent_use_chat_request"
 USE_CHAT_RESPONSE = "cf_agent_use_chat_response"
@@ -43,7 +47,7 @@ CHAT_TRIGGERS = ("submit-message", "regenerate-message")
 class ProtocolError(Exception):
     """A client frame or request that cannot be handled; ``kind`` is the error ``type``."""
 
-    def __init__(self, message: str, kind: str = "invalid_request", *, request_id: Optional[str] = None) -> None:
+    def __init__(self, message: str, kind: str = "invalid_request", *, request_id: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.kind = kind
@@ -72,7 +76,7 @@ def error_body(message: str, kind: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind}}
 
 
-def error_frame(message: str, kind: str, *, request_id: Optional[str] = None, frame_type: Optional[str] = None) -> dict[str, Any]:
+def error_frame(message: str, kind: str, *, request_id: str | None = None, frame_type: str | None = None) -> dict[str, Any]:
     frame: dict[str, Any] = {"type": ERROR, **error_body(message, kind)}
     if request_id is not None:
         frame["id"] = request_id
@@ -131,7 +135,7 @@ def parse_frame(text: str) -> dict[str, Any]:
     return frame
 
 
-def require_str(frame: dict[str, Any], field: str, *, request_id: Optional[str] = None) -> str:
+def require_str(frame: dict[str, Any], field: str, *, request_id: str | None = None) -> str:
     value = frame.get(field)
     if not isinstance(value, str) or not value:
         raise ProtocolError(f"{frame.get('type')}: '{field}' must be a non-empty string", request_id=request_id)
@@ -139,21 +143,20 @@ def require_str(frame: dict[str, Any], field: str, *, request_id: Optional[str] 
 
 
 class ChatRequest:
-    """A parsed ``cf_agent_use_chat_request``: ``body`` is what the turn sees as
-    ``TurnContext.body`` (custom fields and ``clientTools``; not ``messages``/``trigger``)."""
+    """A parsed ``cf_agent_use_chat_request``: ``transcript`` is what the client sent, ``body``
+    what the turn sees as ``TurnContext.body`` (custom fields and ``clientTools``; not
+    ``messages``/``trigger``/``messageId``)."""
 
-    __slots__ = ("id", "messages", "trigger", "message_id", "body")
+    __slots__ = ("id", "transcript", "body")
 
-    def __init__(self, id: str, messages: list[Any], trigger: str, message_id: Optional[str], body: dict[str, Any]) -> None:
+    def __init__(self, id: str, transcript: ClientTranscript, body: dict[str, Any]) -> None:
         self.id = id
-        self.messages = messages
-        self.trigger = trigger
-        self.message_id = message_id
+        self.transcript = transcript
         self.body = body
 
 
-def split_chat_body(payload: dict[str, Any], *, request_id: Optional[str] = None, drop: tuple[str, ...] = ()) -> tuple[list[Any], str, Optional[str], dict[str, Any]]:
-    """``(messages, trigger, messageId, turn body)`` of an AI SDK chat request body.
+def split_chat_body(payload: dict[str, Any], *, request_id: str | None = None, drop: tuple[str, ...] = ()) -> tuple[ClientTranscript, dict[str, Any]]:
+    """``(transcript, turn body)`` of an AI SDK chat request body.
 
     Shared by the WebSocket request and ``POST /api/chat`` (whose body also carries the chat
     ``id``, passed in ``drop``)."""
@@ -171,7 +174,23 @@ def split_chat_body(payload: dict[str, Any], *, request_id: Optional[str] = None
         raise ProtocolError("request body: 'clientTools' must be an array", request_id=request_id)
     skip = {"messages", "trigger", "messageId", *drop}
     body = {k: v for k, v in payload.items() if k not in skip}
-    return messages, trigger, message_id, body
+    transcript = ClientTranscript(parse_messages(messages, request_id=request_id), trigger, message_id)
+    return transcript, body
+
+
+def parse_messages(raw: list[Any], *, request_id: str | None = None) -> list[UIMessage]:
+    """Validate the client's messages (AI SDK ``UIMessage`` shape)."""
+    if not all(isinstance(m, dict) for m in raw):
+        raise ProtocolError("every message must be a JSON object", request_id=request_id)
+    try:
+        return coerce_messages(raw)
+    except Exception as exc:  # pydantic's ValidationError: show what is wrong, not a trace
+        raise ProtocolError(f"invalid message: {_first_line(exc)}", request_id=request_id) from None
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return " ".join(text[:3]) if text else type(exc).__name__
 
 
 def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
@@ -191,5 +210,5 @@ def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
         raise ProtocolError(f"cf_agent_use_chat_request: 'init.body' is not valid JSON: {exc}", "invalid_json", request_id=request_id) from None
     if not isinstance(payload, dict):
         raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON object", request_id=request_id)
-    messages, trigger, message_id, body = split_chat_body(payload, request_id=request_id)
-    return ChatRequest(request_id, messages, trigger, message_id, body)
+    transcript, body = split_chat_body(payload, request_id=request_id)
+    return ChatRequest(request_id, transcript, body)

@@ -11,10 +11,10 @@ the UI message stream protocol: ``content-type: text/event-stream``,
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from typing import Any, AsyncIterator, Optional
+from collections.abc import AsyncIterator
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -22,24 +22,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agent import Think
 from ..errors import ThinkError
 from ..messages import new_id
-from ..session import Session
-from .frames import (
-    ProtocolError,
-    chunk_frame,
-    done_frame,
-    dumps,
-    error_body,
-    messages_frame,
-    split_chat_body,
-)
+from .frames import ProtocolError, dumps, error_body, split_chat_body
 from .hub import SessionHub
-from .turns import (
-    ToolUpdate,
-    new_messages,
-    parse_messages,
-    settled_tool_updates,
-    superseded,
-)
+from .relay import TurnRelay
 
 logger = logging.getLogger("think.server")
 
@@ -90,71 +75,6 @@ def sse(chunk: dict[str, Any]) -> str:
 SSE_DONE = "data: [DONE]\n\n"
 
 
-async def _continuation_chunks(session: Session, updates: list[ToolUpdate]) -> AsyncIterator[dict[str, Any]]:
-    """Apply client tool results an AI SDK client resent, streaming the auto-continuation that
-    the last one starts (if every pending call of its message is then settled)."""
-    queue: asyncio.Queue[Optional[dict[str, Any]]] = asyncio.Queue()
-    for update in updates[:-1]:
-        await session.add_tool_result(update.tool_call_id, update.output, error=update.error, auto_continue=False)
-    last = updates[-1]
-
-    async def settle() -> None:
-        try:
-            await session.add_tool_result(
-                last.tool_call_id, last.output, error=last.error, auto_continue=True, on_event=queue.put_nowait
-            )
-        finally:
-            queue.put_nowait(None)
-
-    task = asyncio.create_task(settle())
-    try:
-        while (chunk := await queue.get()) is not None:
-            yield chunk
-        await task
-    finally:
-        if not task.done():
-            task.cancel()
-            await asyncio.wait([task])
-
-
-class HttpTurn:
-    """One ``POST /api/chat``: decides what the request means (new messages, a regenerate, or
-    client tool results that continue the turn) and yields the turn's chunks."""
-
-    def __init__(self, agent: Think, session: Session, payload: dict[str, Any]) -> None:
-        self.agent = agent
-        self.session = session
-        self.payload = payload
-        self.stream_id = new_id("req")
-        self.continuation = False
-
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        raw_messages, trigger, message_id, body = split_chat_body(self.payload, drop=("id",))
-        incoming = parse_messages(raw_messages)
-        stored = await self.session.messages()
-        updates = settled_tool_updates(stored, incoming)
-        if updates and trigger == "submit-message":
-            if not new_messages(stored, incoming):
-                self.continuation = True
-                async for chunk in _continuation_chunks(self.session, updates):
-                    yield chunk
-                return
-            # Results and a new message together: record the results, then answer the message
-            # in one normal turn (which sees both).
-            for update in updates:
-                await self.session.add_tool_result(
-                    update.tool_call_id, update.output, error=update.error, auto_continue=False
-                )
-            stored = await self.session.messages()
-        doomed = superseded(stored, incoming, trigger, message_id)
-        if doomed:
-            await self.agent.db.delete_messages(self.session.id, doomed)
-            stored = await self.session.messages()
-        fresh = new_messages(stored, incoming)
-        async for chunk in self.session.stream(fresh, body=body, trigger="http", request_id=self.stream_id):
-            yield chunk
-
-
 async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: int) -> Response:
     payload = await read_json(request, max_body_bytes)
     if not isinstance(payload, dict):
@@ -163,46 +83,42 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
     if not isinstance(session_id, str) or not session_id:
         raise HTTPError(400, "'id' (the chat session id) must be a non-empty string", "invalid_request")
     check_session_id(session_id)
+    try:
+        transcript, turn_body = split_chat_body(payload, drop=("id",))
+    except ProtocolError as exc:
+        raise HTTPError(400, exc.message, exc.kind) from None
     session = agent.session(session_id)
-    turn = HttpTurn(agent, session, payload)
-    chunks = turn.chunks()
-    # Start the turn before answering, so request and start-up errors get a proper status.
+    stream_id = new_id("req")
+    # WebSocket clients of the session (the chat page) see HTTP turns too.
+    relay = TurnRelay(hub, session_id, stream_id, transcript)
+    chunks = session.stream_transcript(transcript, body=turn_body, trigger="http", request_id=stream_id)
+    # Start the turn before answering, so start-up errors get a proper status.
     try:
         first = await chunks.__anext__()
-    except StopAsyncIteration:
+    except StopAsyncIteration:  # nothing to run: the answers left a tool call waiting
         first = None
-    except ProtocolError as exc:
-        await chunks.aclose()
-        raise HTTPError(400, exc.message, exc.kind) from None
-    except KeyError as exc:
-        await chunks.aclose()
-        raise HTTPError(404, str(exc.args[0]) if exc.args else "not found", "not_found") from None
     except ThinkError as exc:  # e.g. a plugin failing to configure the session
         await chunks.aclose()
         raise HTTPError(500, str(exc), "internal_error") from None
 
-    def mirror(chunk: dict[str, Any]) -> None:
-        # WebSocket clients of the session (the chat page) see HTTP turns too.
-        hub.broadcast(session_id, chunk_frame(turn.stream_id, chunk, continuation=turn.continuation))
-
     async def body() -> AsyncIterator[str]:
         try:
             if first is not None:
-                mirror(first)
+                relay.chunk(first)
                 yield sse(first)
                 async for chunk in chunks:
-                    mirror(chunk)
+                    relay.chunk(chunk)
                     yield sse(chunk)
         except Exception as exc:  # after the 200: report in the stream, as the AI SDK does
             logger.exception("HTTP turn of session %r failed", session_id)
             error = {"type": "error", "errorText": str(exc) or type(exc).__name__}
-            mirror(error)
+            relay.chunk(error)
             yield sse(error)
         finally:
             await chunks.aclose()
             if hub.connections(session_id):
-                hub.broadcast(session_id, done_frame(turn.stream_id, continuation=turn.continuation))
-                hub.broadcast(session_id, messages_frame(await session.messages()))
+                relay.done()
+                await relay.snapshot(session)
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
@@ -218,14 +134,14 @@ def check_session_id(session_id: str) -> None:
 
 async def session_messages(agent: Think, session_id: str) -> Response:
     check_session_id(session_id)
-    # Read the store directly: a read must not open (and keep in memory) a session.
-    messages = await agent.db.list_messages(session_id)
+    # A read does not open the session: no configure_session, no recovery of submissions.
+    messages = await agent.session(session_id).messages()
     return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
 
 
-async def session_submissions(agent: Think, session_id: str, status: Optional[str], limit: Optional[str]) -> Response:
+async def session_submissions(agent: Think, session_id: str, status: str | None, limit: str | None) -> Response:
     check_session_id(session_id)
-    n: Optional[int] = None
+    n: int | None = None
     if limit is not None:
         try:
             n = int(limit)
@@ -233,5 +149,5 @@ async def session_submissions(agent: Think, session_id: str, status: Optional[st
             raise HTTPError(400, "'limit' must be an integer", "invalid_request") from None
         if n < 1:
             raise HTTPError(400, "'limit' must be at least 1", "invalid_request")
-    rows = await agent.db.list_submissions(session_id, status=status, limit=n)
+    rows = await agent.session(session_id).list_submissions(status=status, limit=n)
     return JSONResponse({"id": session_id, "submissions": [json.loads(r.model_dump_json()) for r in rows]})

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from typing import Any, Coroutine, Optional
+from collections.abc import Coroutine
+from typing import Any
 
 from starlette.websockets import WebSocket
 
@@ -29,9 +30,9 @@ class Connection:
     def __init__(self, session_id: str, websocket: WebSocket) -> None:
         self.session_id = session_id
         self.websocket = websocket
-        self._outbox: asyncio.Queue[Optional[str]] = asyncio.Queue()
-        self._writer: Optional[asyncio.Task] = None
-        self._aborting: Optional[asyncio.Task] = None
+        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        self._writer: asyncio.Task | None = None
+        self._aborting: asyncio.Task | None = None
         self.closed = False
 
     def start(self) -> None:
@@ -115,7 +116,7 @@ class SessionHub:
     def connections(self, session_id: str) -> list[Connection]:
         return list(self._connections.get(session_id, ()))
 
-    def broadcast(self, session_id: str, frame: dict[str, Any], *, exclude: Optional[Connection] = None) -> None:
+    def broadcast(self, session_id: str, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
         for connection in self.connections(session_id):
             if connection is not exclude:
                 connection.send(frame)
@@ -145,8 +146,8 @@ class SessionHub:
         return list(self._tasks.get(session_id, ()))
 
     async def wait_idle(
-        self, session_id: str, *, kind: Optional[str] = None, exclude: Optional[asyncio.Task] = None,
-        timeout: Optional[float] = 60.0,
+        self, session_id: str, *, kind: str | None = None, exclude: asyncio.Task | None = None,
+        timeout: float | None = 60.0,
     ) -> None:
         """Wait (at most ``timeout`` seconds; ``None``: as long as it takes) for the session's background tasks — of ``kind``
         only, when given; never ``exclude`` — that exist now to finish."""

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from ..markers import hookimpl
 
@@ -91,7 +92,7 @@ class TimelineRecorder:
         )
 
     @hookimpl(tryfirst=True)
-    def on_chat_error(self, error: BaseException, ctx: Any) -> Optional[Any]:
+    def on_chat_error(self, error: BaseException, ctx: Any) -> Any | None:
         self._emit(ctx.session, ctx.request_id, "on_chat_error", stage=ctx.stage, classification=ctx.classification, error=str(error))
         return None
 

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from starlette.websockets import WebSocket
 
 from ..agent import Think
 from ..messages import new_id
-from ..types import UIMessage
+from ..transcript import ClientTranscript, ToolAnswer
 from . import frames as F
 from .frames import ProtocolError
 from .hub import Connection, SessionHub
-from .turns import message_with_tool_call, new_messages, parse_messages, superseded
+from .relay import TurnRelay
 
 logger = logging.getLogger("think.server")
 
@@ -29,7 +30,6 @@ logger = logging.getLogger("think.server")
 MAX_REQUESTS_IN_FLIGHT = 8
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
-OnEvent = Callable[[dict[str, Any]], None]
 
 
 class ChatSocket:
@@ -43,7 +43,7 @@ class ChatSocket:
         self._in_flight: set[asyncio.Task] = set()
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
-        self.connection: Optional[Connection] = None
+        self.connection: Connection | None = None
         self._handlers: dict[str, Handler] = {
             F.USE_CHAT_REQUEST: self.on_chat_request,
             F.CHAT_REQUEST_CANCEL: self.on_cancel,
@@ -89,11 +89,11 @@ class ChatSocket:
         assert self.connection is not None
         self.connection.send(frame)
 
-    def broadcast(self, frame: dict[str, Any], *, exclude: Optional[Connection] = None) -> None:
+    def broadcast(self, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
         self.hub.broadcast(self.session_id, frame, exclude=exclude)
 
     async def handle_text(self, text: str) -> None:
-        frame_type: Optional[str] = None
+        frame_type: str | None = None
         try:
             if len(text.encode("utf-8")) > self.max_frame_bytes:
                 raise ProtocolError(f"frame exceeds {self.max_frame_bytes} bytes", "payload_too_large")
@@ -127,37 +127,39 @@ class ChatSocket:
                 "too_many_requests",
                 request_id=request.id,
             )
-        incoming = parse_messages(request.messages, request_id=request.id)
         self.hub.link(request.id, request.id)
-        task = self.hub.spawn(self.session_id, self._run_chat(request, incoming), name=f"think-ws-turn-{request.id}")
+        stream = self._stream(request.transcript, request.id, body=request.body, requested=True)
+        task = self.hub.spawn(self.session_id, stream, name=f"think-ws-turn-{request.id}")
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
-    async def _run_chat(self, request: F.ChatRequest, incoming: list[UIMessage]) -> None:
-        stream_id = request.id
+    async def _stream(
+        self, transcript: ClientTranscript, stream_id: str, *, body: dict[str, Any] | None = None, requested: bool
+    ) -> None:
+        """Apply ``transcript`` and relay the turn it asks for to every connection. A stream the
+        client ``requested`` (it knows the id) always ends with a done or failed frame; one the
+        server started (a tool answer's continuation) only once a chunk was sent."""
+        relay = TurnRelay(self.hub, self.session_id, stream_id, transcript, sender=self.connection)
         try:
-            stored = await self.session.messages()
-            doomed = superseded(stored, incoming, request.trigger, request.message_id)
-            if doomed:
-                await self.agent.db.delete_messages(self.session_id, doomed)
-                stored = await self.session.messages()
-            fresh = new_messages(stored, incoming)
-            announced = False
-            async for chunk in self.session.stream(fresh, body=request.body, trigger="websocket", request_id=stream_id):
-                if not announced:
-                    announced = True
-                    # The turn was admitted and its input persisted: show it in the other tabs.
-                    for message in fresh:
-                        self.broadcast(F.message_updated_frame(message), exclude=self.connection)
-                self.broadcast(F.chunk_frame(stream_id, chunk))
+            chunks = self.session.stream_transcript(transcript, body=body, trigger="websocket", request_id=stream_id)
+            async for chunk in chunks:
+                relay.chunk(chunk)
         except Exception as exc:
-            logger.exception("WebSocket turn %s of session %r failed", stream_id, self.session_id)
-            self.broadcast(F.failed_frame(stream_id, str(exc) or type(exc).__name__))
+            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc) or type(exc).__name__
+            if requested or relay.started:
+                logger.exception("WebSocket turn %s of session %r failed", stream_id, self.session_id)
+                relay.failed(text)
+            elif isinstance(exc, KeyError):  # an answer to a call this session does not have
+                self.send(F.error_frame(text, "not_found"))
+            else:
+                logger.exception("answering a tool call of session %r failed", self.session_id)
+                self.send(F.error_frame(text, "internal_error"))
         else:
-            self.broadcast(F.done_frame(stream_id))
+            if requested or relay.started:
+                relay.done()
         finally:
             self.hub.unlink(stream_id)
-            self.broadcast(F.messages_frame(await self.session.messages()))
+            await relay.snapshot(self.session)
 
     async def on_cancel(self, frame: dict[str, Any]) -> None:
         stream_id = F.require_str(frame, "id")
@@ -181,67 +183,35 @@ class ChatSocket:
         state = frame.get("state", "output-available")
         if state not in ("output-available", "output-error"):
             raise ProtocolError("cf_agent_tool_result: 'state' must be \"output-available\" or \"output-error\"")
-        error: Optional[str] = None
+        error: str | None = None
         if state == "output-error":
             text = frame.get("errorText")
             error = text if isinstance(text, str) and text else "Tool execution denied by user"
-        auto = _optional_bool(frame, "autoContinue")
-        output = frame.get("output")
-
-        def apply(on_event: OnEvent, **extra: Any) -> Awaitable[Any]:
-            return self.session.add_tool_result(call_id, output, error=error, auto_continue=auto, on_event=on_event, **extra)
-
-        self.hub.spawn(self.session_id, self._settle(call_id, apply, self.session.add_tool_result), name=f"think-ws-tool-result-{call_id}", kind="settle")
+        answer = ToolAnswer(call_id, output=frame.get("output"), error=error)
+        self._answer(answer, _optional_bool(frame, "autoContinue"), f"think-ws-tool-result-{call_id}")
 
     async def on_tool_approval(self, frame: dict[str, Any]) -> None:
         call_id = F.require_str(frame, "toolCallId")
         approved = frame.get("approved")
         if not isinstance(approved, bool):
             raise ProtocolError("cf_agent_tool_approval: 'approved' must be a boolean")
-        auto = _optional_bool(frame, "autoContinue")
+        self._answer(ToolAnswer(call_id, approved=approved), _optional_bool(frame, "autoContinue"), f"think-ws-approval-{call_id}")
 
-        def apply(on_event: OnEvent, **extra: Any) -> Awaitable[Any]:
-            return self.session.approve_tool_call(call_id, approved, auto_continue=auto, on_event=on_event, **extra)
+    def _answer(self, answer: ToolAnswer, auto_continue: bool, name: str) -> None:
+        """Answer a tool call and stream the auto-continuation (if one runs) to every
+        connection, with ``continuation: true``."""
+        transcript = ClientTranscript(answers=[answer], auto_continue=auto_continue)
 
-        self.hub.spawn(self.session_id, self._settle(call_id, apply, self.session.approve_tool_call), name=f"think-ws-approval-{call_id}", kind="settle")
+        async def settle() -> None:
+            # A turn still streaming may not have persisted the call yet; answers also must not
+            # overtake the turn that asked for them.
+            await self.hub.wait_idle(self.session_id, kind="turn", timeout=None)
+            # The continuation's request id is the stream id clients see, so they can cancel it.
+            stream_id = new_id("cont")
+            self.hub.link(stream_id, stream_id)
+            await self._stream(transcript, stream_id, requested=False)
 
-    async def _settle(self, call_id: str, apply: Callable[..., Awaitable[Any]], method: Callable[..., Any]) -> None:
-        """Apply a tool result or approval and stream the auto-continuation (if one runs) to
-        every connection, with ``continuation: true``."""
-        # A turn still streaming may not have persisted the call yet; answers also must not
-        # overtake the turn that asked for them.
-        await self.hub.wait_idle(self.session_id, kind="turn", timeout=None)
-        stream_id = new_id("cont")
-        started = False
-
-        def on_event(chunk: dict[str, Any]) -> None:
-            nonlocal started
-            if not started:
-                started = True
-                settled = message_with_tool_call(self.agent.store.list_messages(self.session_id), call_id)
-                if settled is not None:
-                    self.broadcast(F.message_updated_frame(settled))
-            self.broadcast(F.chunk_frame(stream_id, chunk, continuation=True))
-
-        # The continuation's request id is the stream id clients see, so they can cancel it.
-        self.hub.link(stream_id, stream_id)
-        try:
-            await apply(on_event, request_id=stream_id)
-        except KeyError:
-            self.send(F.error_frame(f"no tool call {call_id!r} in this session", "not_found"))
-            return
-        except Exception as exc:
-            logger.exception("settling tool call %s failed", call_id)
-            if started:
-                self.broadcast(F.failed_frame(stream_id, str(exc) or type(exc).__name__, continuation=True))
-            else:
-                self.send(F.error_frame(str(exc) or type(exc).__name__, "internal_error"))
-            return
-        finally:
-            self.hub.unlink(stream_id)
-        if started:
-            self.broadcast(F.done_frame(stream_id, continuation=True))
-        self.broadcast(F.messages_frame(await self.session.messages()))
+        self.hub.spawn(self.session_id, settle(), name=name, kind="settle")
 
 
 def _optional_bool(frame: dict[str, Any], field: str) -> bool:
