@@ -22,7 +22,8 @@ A ``chat`` span covers the model call: it ends when the step's first tool call i
 at ``on_step_finish`` for a step without tools) and carries the step's usage, response model,
 response id and finish reason. A step whose model call failed before any output and was
 retried shows a ``chat`` span ending in error (with the exception event) followed by one with
-``think.step.attempt`` = 2, 3, ..., and a ``think.step.retry`` event on the turn span. The
+``think.step.attempt`` = 2, 3, ... (starting when the previous attempt failed, so it includes the
+backoff), and a ``think.step.retry`` event on the turn span. The
 hooks do not tell which classification led to a retry, so that attempt's ``error.type`` is the
 exception's type; a failure that ends the turn carries the classification
 (``context_overflow``, ``rate_limit``, ``transient``, ``fatal``, ``unknown``) when a
@@ -397,10 +398,10 @@ class OTelTracing:
         if step.failure is not None:
             failed_at, error = step.failure
             _end_failed(step.span, error_type or _qualified_name(error), error, failed_at)
-        elif error_type is not None:
+        elif error_type is not None and step.model_done_ns is None:  # cut off during the model call
             _fail(step.span, error_type, None)
             step.span.end()
-        else:
+        else:  # the model call had ended; what failed after it (a tool call) carries the error
             step.span.end(end_time=step.model_done_ns)
 
     def _end_children(self, turn: _Turn, error_type: str) -> None:

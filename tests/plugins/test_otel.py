@@ -17,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+import think_plugins.otel as otel_module
 from think_core import ConfigurationError, ProviderError, Think, ToolCallContext, Usage, block, hookimpl, tool
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.otel import OTelSettings, OTelTracing
@@ -31,8 +32,11 @@ CONTENT_KEYS = {
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "otel" / "trace_a_turn.py"
 
 
+Traced = tuple[TracerProvider, InMemorySpanExporter]
+
+
 @pytest.fixture
-def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+def traced() -> Iterator[Traced]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -87,7 +91,7 @@ def two_tools_after_a_retry() -> ScriptedModel:
     )
 
 
-async def test_span_tree_of_a_turn_with_two_parallel_tool_calls_and_a_retried_step(traced) -> None:
+async def test_span_tree_of_a_turn_with_two_parallel_tool_calls_and_a_retried_step(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing(tracer_provider=provider)
     agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
@@ -127,7 +131,7 @@ async def test_span_tree_of_a_turn_with_two_parallel_tool_calls_and_a_retried_st
     assert answer.start_time >= max(lookup.end_time, convert.end_time)
 
 
-async def test_attributes_follow_the_genai_conventions(traced) -> None:
+async def test_attributes_follow_the_genai_conventions(traced: Traced) -> None:
     provider, exporter = traced
     agent = make_agent(two_tools_after_a_retry(), OTelTracing(tracer_provider=provider), meeting_tools())
     await agent.session("s1").chat("Weather in Oslo, in Fahrenheit?", request_id="req-1")
@@ -169,7 +173,7 @@ async def test_attributes_follow_the_genai_conventions(traced) -> None:
     assert not CONTENT_KEYS & {key for span in spans for key in span.attributes}  # content is opt-in
 
 
-async def test_content_is_recorded_only_when_enabled(traced) -> None:
+async def test_content_is_recorded_only_when_enabled(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing({"capture_content": True}, tracer_provider=provider)
     agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools(), system="You are terse.")
@@ -200,7 +204,7 @@ async def test_content_is_recorded_only_when_enabled(traced) -> None:
     assert json.loads(convert.attributes["gen_ai.tool.call.result"]) == 69.8
 
 
-async def test_content_is_cut_to_max_content_chars(traced) -> None:
+async def test_content_is_cut_to_max_content_chars(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing({"capture_content": True, "max_content_chars": 40}, tracer_provider=provider)
     await make_agent(ScriptedModel(["x" * 500]), plugin).session("s").chat("y" * 500)
@@ -209,7 +213,7 @@ async def test_content_is_cut_to_max_content_chars(traced) -> None:
     assert len(chat.attributes["gen_ai.output.messages"]) == 40
 
 
-async def test_failing_turn_ends_every_span_in_error_with_the_classification(traced) -> None:
+async def test_failing_turn_ends_every_span_in_error_with_the_classification(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing(tracer_provider=provider)
 
@@ -236,7 +240,7 @@ async def test_failing_turn_ends_every_span_in_error_with_the_classification(tra
     assert not any(e.name == "think.step.retry" for e in turn.events)  # a fatal error is not retried
 
 
-async def test_retries_exhausted_show_every_attempt(traced) -> None:
+async def test_retries_exhausted_show_every_attempt(traced: Traced) -> None:
     provider, exporter = traced
     model = ScriptedModel([Step(error=OVERLOADED)] * 3)
     result = await make_agent(model, OTelTracing(tracer_provider=provider), retry={"max_retries": 2, "base_delay": 0.01}
@@ -264,7 +268,7 @@ class BlockDeploy:
         return block("not today") if ctx.tool_name == "deploy" else None
 
 
-async def test_failing_invalid_unknown_and_blocked_tool_calls(traced) -> None:
+async def test_failing_invalid_unknown_and_blocked_tool_calls(traced: Traced) -> None:
     provider, exporter = traced
 
     @tool
@@ -295,7 +299,7 @@ async def test_failing_invalid_unknown_and_blocked_tool_calls(traced) -> None:
     assert turn.status.status_code is StatusCode.UNSET  # a failing tool does not fail the turn
 
 
-async def test_aborted_turn_ends_its_open_tool_span(traced) -> None:
+async def test_aborted_turn_ends_its_open_tool_span(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing(tracer_provider=provider)
     running = asyncio.Event()
@@ -321,10 +325,28 @@ async def test_aborted_turn_ends_its_open_tool_span(traced) -> None:
     assert plugin.open_turns == 0
     assert turn.attributes["error.type"] == "aborted" and turn.status.status_code is StatusCode.ERROR
     assert tool_span.attributes["error.type"] == "aborted" and tool_span.status.status_code is StatusCode.ERROR
-    assert chat.attributes["error.type"] == "aborted"  # the step never finished
+    assert chat.status.status_code is StatusCode.UNSET  # the model call itself had ended
+    assert chat.end_time <= tool_span.start_time
 
 
-async def test_concurrent_sessions_keep_separate_trees(traced) -> None:
+async def test_turn_aborted_during_the_model_call_ends_its_chat_span_in_error(traced: Traced) -> None:
+    provider, exporter = traced
+    plugin = OTelTracing(tracer_provider=provider)
+    model = ScriptedModel([Step(text=" ".join(["word"] * 200))], delay=0.01)
+    session = make_agent(model, plugin).session("s")
+    task = asyncio.create_task(session.chat("long answer please", request_id="r1"))
+    await asyncio.sleep(0.1)
+    assert session.cancel("r1")
+    assert (await asyncio.wait_for(task, 5)).status == "aborted"
+    spans = exporter.get_finished_spans()
+    [turn] = by_name(spans, "invoke_agent think")
+    [chat] = by_name(spans, "chat scripted")
+    assert plugin.open_turns == 0 and parent_id(chat) == turn.context.span_id
+    assert chat.attributes["error.type"] == "aborted" and chat.status.status_code is StatusCode.ERROR
+    assert turn.attributes["think.turn.status"] == "aborted"
+
+
+async def test_concurrent_sessions_keep_separate_trees(traced: Traced) -> None:
     provider, exporter = traced
     both_running = asyncio.Barrier(2)
 
@@ -356,7 +378,7 @@ async def test_concurrent_sessions_keep_separate_trees(traced) -> None:
     assert meets[0].end_time > meets[1].start_time  # they overlapped
 
 
-async def test_turn_nests_under_the_callers_current_span(traced) -> None:
+async def test_turn_nests_under_the_callers_current_span(traced: Traced) -> None:
     provider, exporter = traced
     agent = make_agent(ScriptedModel(["hi"]), OTelTracing(tracer_provider=provider))
     with provider.get_tracer("app").start_as_current_span("handle request") as outer:
@@ -365,7 +387,7 @@ async def test_turn_nests_under_the_callers_current_span(traced) -> None:
     assert parent_id(turn) == outer.get_span_context().span_id
 
 
-async def test_overflow_recovery_keeps_one_turn_span(traced) -> None:
+async def test_overflow_recovery_keeps_one_turn_span(traced: Traced) -> None:
     provider, exporter = traced
     overflow = ProviderError(
         "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
@@ -397,6 +419,14 @@ async def test_without_an_sdk_nothing_is_recorded_and_turns_run() -> None:
     agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
     result = await agent.session("s").chat("go")
     assert result.status == "completed" and plugin.open_turns == 0
+
+
+async def test_without_opentelemetry_installed_the_plugin_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(otel_module, "trace", None)  # as if the optional extra were missing
+    plugin = OTelTracing()
+    agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
+    assert (await agent.session("s").chat("go")).status == "completed"
+    assert plugin.open_turns == 0
 
 
 def test_settings_are_validated() -> None:
