@@ -1,41 +1,30 @@
 """Trace turns with OpenTelemetry, following the GenAI semantic conventions.
 
-Registered under the entry point ``otel`` (install ``think[otel]``). It uses OpenTelemetry's
-global tracer provider, as instrumentation libraries do: until the application configures an
-SDK, spans are no-ops and the plugin costs a few dictionary operations per hook (it does not
-implement ``on_chunk``). Without ``opentelemetry-api`` installed it records nothing.
+Registered under the entry point ``otel`` (install ``think[otel]``). It uses the global tracer
+provider, as instrumentation libraries do: until the application configures an SDK, spans are
+no-ops costing a few dictionary operations per hook (there is no ``on_chunk``). Without
+``opentelemetry-api`` it records nothing. A turn's spans::
 
-Spans of one turn::
+    invoke_agent think            the turn, under the caller's current span
+      chat <model>                one model call (ends when the step's first tool call starts)
+      chat <model>                the same step retried (think.step.attempt = 2)
+      execute_tool <name> ...     the step's tool calls, siblings however concurrent
+      chat <model>                the next step
 
-    invoke_agent think                       (the turn: before_turn .. on_chat_response)
-      chat <model>                           (one model call of a step)
-      chat <model>                           (the same step again after a retried failure)
-      execute_tool <name>  execute_tool <name>   (the step's tool calls, concurrently)
-      chat <model>                           (the next step)
+Every span below the turn gets its parent explicitly from the open spans of its turn, kept by
+(session id, request id[, tool call id]), so concurrent tool calls and sessions never borrow
+each other's context.
 
-The turn span's parent is the caller's current span (so a turn nests under the application's
-request span); every other span has its parent set explicitly from the open spans of its turn,
-kept by (session id, request id[, tool call id]). Concurrent tool calls and concurrent
-sessions therefore never borrow each other's context.
-
-A ``chat`` span covers the model call: it ends when the step's first tool call is handled (or
-at ``on_step_finish`` for a step without tools) and carries the step's usage, response model,
-response id and finish reason. A step whose model call failed before any output and was
-retried shows a ``chat`` span ending in error (with the exception event) followed by one with
-``think.step.attempt`` = 2, 3, ... (starting when the previous attempt failed, so it includes the
-backoff), and a ``think.step.retry`` event on the turn span. The
-hooks do not tell which classification led to a retry, so that attempt's ``error.type`` is the
-exception's type; a failure that ends the turn carries the classification
-(``context_overflow``, ``rate_limit``, ``transient``, ``fatal``, ``unknown``) when a
-classifier gave one. A turn re-run after context-overflow recovery keeps its span and gets a
-``think.turn.recovery`` event. An aborted turn ends with ``error.type`` = ``aborted``.
+Retries are seen through ``classify_chat_error`` (observed ``tryfirst``, returning ``None``; a
+classifier running before it hides them): the failed attempt ends in error with its exception
+event, the next attempt starts at that moment (so it includes the backoff) and the turn span gets
+a ``think.step.retry`` event. The hooks do not tell which classification led to a retry, so a
+retried attempt's ``error.type`` is the exception's type; a failure that ends the turn carries
+the classification when a classifier gave one. A turn re-run by context-overflow recovery keeps
+its span (event ``think.turn.recovery``); an aborted turn ends with ``error.type`` ``aborted``.
 
 Content (messages, system prompt, tool arguments and results) is recorded only with
-``capture_content = true``, as JSON strings of the ``gen_ai.*.messages`` shapes, each cut to
-``max_content_chars``.
-
-Retries are seen through ``classify_chat_error``, observed ``tryfirst`` (returning ``None``);
-a classifier that runs before it hides the retry, and the step is then one span.
+``capture_content``, as JSON in the ``gen_ai.*.messages`` shapes, cut to ``max_content_chars``.
 """
 
 from __future__ import annotations
@@ -61,6 +50,7 @@ from think_core import (
     TurnContext,
     hookimpl,
 )
+from think_plugins.otel_content import input_messages, output_message
 
 try:
     from opentelemetry import trace
@@ -216,7 +206,7 @@ class OTelTracing:
         step = self._open_step(turn, ctx.step_number, ctx.model)
         if self._capturing(step.span):
             # Kept with the step's attributes: a retried attempt sends the same messages.
-            step.attributes["gen_ai.input.messages"] = self._json(_input_messages(ctx.messages))
+            step.attributes["gen_ai.input.messages"] = self._json(input_messages(ctx.messages))
             step.span.set_attribute("gen_ai.input.messages", step.attributes["gen_ai.input.messages"])
 
     def _classify_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> None:
@@ -270,7 +260,7 @@ class OTelTracing:
         }
         span.set_attributes({key: value for key, value in optional.items() if value})
         if self._capturing(span):
-            span.set_attribute("gen_ai.output.messages", self._json([_output_message(ctx)]))
+            span.set_attribute("gen_ai.output.messages", self._json([output_message(ctx)]))
         turn.step = None
         span.end(end_time=step.model_done_ns)
 
@@ -447,35 +437,3 @@ def _model_attributes(model: Any) -> dict[str, Any]:
         "gen_ai.provider.name": getattr(model, "provider", None),
     }
     return {key: value for key, value in attributes.items() if isinstance(value, str) and value}
-
-
-def _input_messages(messages: list[Any]) -> list[dict[str, Any]]:
-    """Model messages in the conventions' ``gen_ai.input.messages`` shape."""
-    shaped = []
-    for message in messages:
-        role = getattr(message, "role", None)
-        if role == "user":
-            parts: list[dict[str, Any]] = [{"type": "text", "content": message.content}]
-        elif role == "assistant":
-            parts = _assistant_parts(message.text, message.reasoning, message.tool_calls)
-        elif role == "tool":
-            parts = [{"type": "tool_call_response", "id": message.tool_call_id, "response": message.output}]
-        else:
-            continue
-        shaped.append({"role": role, "parts": parts})
-    return shaped
-
-
-def _output_message(step: StepResult) -> dict[str, Any]:
-    parts = _assistant_parts(step.text, step.reasoning_text, step.tool_calls)
-    return {"role": "assistant", "parts": parts, "finish_reason": step.finish_reason}
-
-
-def _assistant_parts(text: str, reasoning: str, tool_calls: list[Any]) -> list[dict[str, Any]]:
-    parts: list[dict[str, Any]] = []
-    if reasoning:
-        parts.append({"type": "reasoning", "content": reasoning})
-    if text:
-        parts.append({"type": "text", "content": text})
-    parts.extend({"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.input} for c in tool_calls)
-    return parts
