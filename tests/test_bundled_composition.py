@@ -1,4 +1,4 @@
-"""All four bundled plugins together, loaded through their real entry points.
+"""All five bundled plugins together, loaded through their real entry points.
 
 The package is pip-installed (editable), so its ``think`` entry points are real metadata; each
 test re-enables entry-point loading with ``monkeypatch.delenv("THINK_PLUGINS")`` and configures
@@ -27,7 +27,7 @@ from think_core.models.base import ToolMessage
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import read_sqlite_points
 
-BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier"}
+BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "otel"}
 
 
 class Tools:
@@ -102,13 +102,13 @@ def plugin(agent: Think, name: str) -> Any:
     return agent.plugin_manager.get_plugin(name)
 
 
-async def test_all_four_load_from_entry_points_guard_before_cache(entry_points: None, tmp_path: Path) -> None:
+async def test_all_five_load_from_entry_points_guard_before_cache(entry_points: None, tmp_path: Path) -> None:
     agent = make(tmp_path, ScriptedModel([]), Tools())
     infos = {info.name: info for info in agent.plugin_manager.plugin_infos}
     assert set(infos) == BUNDLED
     assert all(info.status == "loaded" and info.distribution == "think" for info in infos.values())
     order = [impl.plugin_name for impl in reversed(agent.plugin_manager.hook.before_tool_call.get_hookimpls())]
-    assert order == ["readonly_guard", "tool_cache"]
+    assert order == ["readonly_guard", "otel", "tool_cache"]  # otel only observes (returns None)
     assert plugin(agent, "tool_cache").settings.backend == "sqlite"
 
 
@@ -204,7 +204,7 @@ async def test_sqlite_cache_is_shared_by_two_agents_over_one_file(entry_points: 
     assert plugin(agent_b, "tool_cache").stats.hits == 1
 
 
-def test_think_plugins_json_lists_all_four_with_their_hooks(tmp_path: Path) -> None:
+def test_think_plugins_json_lists_all_five_with_their_hooks(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("THINK_PLUGINS", "THINK_DISABLE_PLUGINS")}
     completed = subprocess.run(
         [sys.executable, "-m", "think_core.cli", "plugins", "--json"],
@@ -219,6 +219,10 @@ def test_think_plugins_json_lists_all_four_with_their_hooks(tmp_path: Path) -> N
         "before_turn", "before_step", "after_tool_call", "on_step_finish", "on_chat_response",
     }
     assert rows["overflow_classifier"]["hooks"] == ["classify_chat_error"]
+    assert set(rows["otel"]["hooks"]) == {
+        "before_turn", "before_step", "classify_chat_error", "before_tool_call", "after_tool_call",
+        "on_step_finish", "on_chat_error", "on_chat_response",
+    }
     assert list(tmp_path.iterdir()) == []  # listing plugins creates no analytics or cache files
 
 
@@ -249,7 +253,7 @@ def example_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterat
     importlib.invalidate_caches()
 
 
-async def test_example_plugin_installs_and_composes_with_the_bundled_four(
+async def test_example_plugin_installs_and_composes_with_the_bundled_five(
     entry_points: None, example_installed: None, tmp_path: Path
 ) -> None:
     tools = Tools()

@@ -23,7 +23,8 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     done = think("demo", "--plain", "--db", str(db))
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    for plugin in ("readonly_guard (loaded)", "tool_cache (loaded)", "analytics (loaded)", "overflow_classifier (loaded)"):
+    for plugin in ("readonly_guard (loaded)", "tool_cache (loaded)", "analytics (loaded)", "overflow_classifier (loaded)",
+                   "otel (loaded)"):
         assert plugin in out
     assert "get_weather({'city': 'lisbon'}) → allow" in out
     assert "get_weather({'city': 'lisbon'}) → substitute" in out  # the cached answer
