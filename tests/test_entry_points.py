@@ -22,7 +22,7 @@ import pytest
 
 from think_core import ConfigurationError, ToolCallContext, block, hookimpl
 from think_core.cli import main
-from think_core.dispatch import HookRelay
+from think_core.dispatch import HookDispatcher
 from think_core.plugins import PluginInfo, build_plugin_manager
 
 SAMPLE_SOURCE = Path(__file__).parent / "data" / "sample_plugin"
@@ -134,9 +134,9 @@ async def test_entry_point_class_is_instantiated_per_manager_with_settings(
     plugin_a, plugin_b = first.get_plugin("sample_good"), second.get_plugin("sample_good")
     assert type(plugin_a) is type(plugin_b) and plugin_a is not plugin_b
 
-    decision = await HookRelay(first).before_tool_call(tool_ctx("deploy"))
+    decision = await HookDispatcher(first).before_tool_call(tool_ctx("deploy"))
     assert decision == block("deploy is blocked by sample_good")
-    assert await HookRelay(second).before_tool_call(tool_ctx("deploy")) is None
+    assert await HookDispatcher(second).before_tool_call(tool_ctx("deploy")) is None
     assert plugin_a.seen == ["deploy"] and plugin_b.seen == ["deploy"]
 
 

@@ -151,12 +151,10 @@ class ThinkPluginManager(pluggy.PluginManager):
                     f"{where} is an async generator; hook implementations must be 'def' or "
                     "'async def' functions that return their result.",
                 )
-            if hook_name in hookspecs.SYNC_ONLY_HOOKS and inspect.iscoroutinefunction(function):
+            why_sync = hookspecs.SYNC_ONLY_HOOKS.get(hook_name)
+            if why_sync is not None and inspect.iscoroutinefunction(function):
                 raise pluggy.PluginValidationError(
-                    plugin,
-                    f"{where} is 'async def'; {hook_name} must be a plain def: it runs "
-                    "synchronously for every streamed token. Buffer in it and do I/O in "
-                    "on_step_finish.",
+                    plugin, f"{where} is 'async def'; {hook_name} must be a plain def: {why_sync}"
                 )
             caller = getattr(self.hook, hook_name, None)
             known = caller is not None and caller.has_spec()

@@ -104,7 +104,7 @@ class Turn:
         self.messages_from_hook = False
         self.proactive_attempts = 0
         self.tool_runner = ToolCallRunner(
-            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs
+            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body
         )
 
     # ------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ class Turn:
             return None
         builder = AssistantMessageBuilder.resume(message, self.builder._emit)
         runner = ToolCallRunner(
-            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved)
+            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved), body=self.body
         )
         await runner.run_all(0, approved, self.base_tools(), list(self.history))
         return builder.message(message.metadata)

@@ -117,7 +117,7 @@ class ReadOnlyGuard:
         annotations = getattr(ctx.tool, "annotations", None)
         if getattr(annotations, "read_only", False) or ctx.tool_name in self.settings.allow:
             return None
-        if not self.is_read_only(ctx.session.turn_body(ctx.request_id)):
+        if not self.is_read_only(ctx.body):
             return None
         return block(self._reason(ctx))
 

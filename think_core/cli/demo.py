@@ -9,6 +9,7 @@ analytics records everything and the summary is printed at the end.
 from __future__ import annotations
 
 import argparse
+import inspect
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..agent import Think
 from ..compaction import SUMMARY_SYSTEM
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step, call
+from . import plugin_command
 
 CITIES = {"lisbon": ("Lisbon", 21, "sunny"), "oslo": ("Oslo", -3, "snowing"), "tokyo": ("Tokyo", 12, "clear")}
 
@@ -163,10 +165,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from think_plugins.analytics import read_sqlite_points
-
-    from .analytics_cmd import print_summary, summarize
-
     workdir = Path(args.db).parent if args.db else Path(tempfile.mkdtemp(prefix="think-demo-"))
     db = Path(args.db) if args.db else workdir / "conversation.db"
     analytics_db = workdir / "analytics.db"
@@ -205,10 +203,16 @@ async def run(args: argparse.Namespace) -> int:
         stats = getattr(plugin, "stats", None)
         if stats is not None:
             out.note(f"{info.name} stats: {stats}")
-    summary = summarize(read_sqlite_points(analytics_db)) if analytics_db.exists() else None
-    if summary:
+    # The report is the analytics plugin's own command, found through register_commands.
+    report = plugin_command(
+        agent.plugin_manager,
+        ["analytics", "report", "--db", str(analytics_db), *(["--plain"] if args.plain else [])],
+    )
+    if report is not None and analytics_db.exists():
         out.note("\nanalytics summary (think analytics report):")
-        print_summary(summary, plain=args.plain)
+        result = report()
+        if inspect.isawaitable(result):
+            await result
     out.note(f"conversation stored in {db}")
     out.note(f"analytics stored in {analytics_db} (see: think analytics report --db {analytics_db})")
     return 0
