@@ -166,6 +166,13 @@ def _traced(hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..
     return traced
 
 
+def _ignoring_ctx(function: Callable[[], object]) -> ChunkObserver:
+    def observer(ctx: ChunkContext) -> object:
+        return function()
+
+    return observer
+
+
 class HookDispatcher:
     """Calls the hooks of one plugin manager with async-correct semantics.
 
@@ -302,11 +309,9 @@ class HookDispatcher:
     def _refresh_chunk_plan(self) -> None:
         plan = []
         for impl in self._impls("on_chunk"):
-            observer: ChunkObserver
-            if impl.argnames:  # the spec has exactly one parameter, ``ctx``
-                observer = impl.function
-            else:
-                observer = lambda ctx, function=impl.function: function()  # noqa: E731
+            # The spec has exactly one parameter, ``ctx``: an implementation either takes it or
+            # takes nothing. Taking it, the implementation itself is the observer (no wrapper).
+            observer = impl.function if impl.argnames else _ignoring_ctx(impl.function)
             plan.append((impl.plugin_name, observer))
         self._chunk_plan = tuple(plan)
         self._chunk_observers = tuple(observer for _, observer in plan)

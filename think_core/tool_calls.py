@@ -146,6 +146,8 @@ class ToolCallRunner:
 
     async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
         function = tool.function
+        if function is None:  # a client tool: its calls wait for the client and never get here
+            raise TypeError(f"tool {tool.name!r} has no implementation to run")
         if tool.is_generator:
             last: Any = None
             observers = self.hooks.chunk_observers

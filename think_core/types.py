@@ -9,7 +9,7 @@ so a hook never needs to reach back into the session for what its turn is about.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, get_args, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator
 
@@ -22,13 +22,7 @@ Trigger = Literal[
 TurnStatus = Literal["completed", "error", "aborted", "skipped"]
 ErrorStage = Literal["parse", "persist", "turn", "stream"]
 ErrorClassification = Literal["context_overflow", "rate_limit", "transient", "fatal", "unknown"]
-ERROR_CLASSIFICATIONS: tuple[str, ...] = (
-    "context_overflow",
-    "rate_limit",
-    "transient",
-    "fatal",
-    "unknown",
-)
+ERROR_CLASSIFICATIONS: tuple[str, ...] = get_args(ErrorClassification)
 
 
 @runtime_checkable
