@@ -31,12 +31,11 @@ SAMPLE_DIST = "think-sample-plugin"
 MARKER_ENV = "THINK_SAMPLE_IMPORT_MARKER"
 
 
-@pytest.fixture(scope="session")
-def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample distribution installed with pip into its own directory."""
-    source = tmp_path_factory.mktemp("sample_src") / "sample_plugin"
-    shutil.copytree(SAMPLE_SOURCE, source)  # building writes build/ and *.egg-info beside it
-    target = tmp_path_factory.mktemp("sample_site")
+def pip_install(tmp_path_factory: pytest.TempPathFactory, distribution: Path) -> Path:
+    """``distribution`` (a source folder) installed with pip into a directory of its own."""
+    source = tmp_path_factory.mktemp(f"{distribution.name}_src") / distribution.name
+    shutil.copytree(distribution, source)  # building writes build/ and *.egg-info beside it
+    target = tmp_path_factory.mktemp(f"{distribution.name}_site")
     subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
@@ -47,6 +46,12 @@ def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     return target
+
+
+@pytest.fixture(scope="session")
+def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample distribution installed with pip into its own directory."""
+    return pip_install(tmp_path_factory, SAMPLE_SOURCE)
 
 
 def _forget_sample_modules() -> None:
@@ -312,19 +317,7 @@ EXITING = "exits_on_import,exits_on_construct"
 @pytest.fixture(scope="session")
 def exiting_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The distribution whose plugins call ``sys.exit()`` while loading, pip-installed."""
-    source = tmp_path_factory.mktemp("exiting_src") / "exiting_plugin"
-    shutil.copytree(EXITING_SOURCE, source)
-    target = tmp_path_factory.mktemp("exiting_site")
-    subprocess.run(
-        [
-            sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-            "--no-build-isolation", "--disable-pip-version-check", "--target", str(target),
-            str(source),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return target
+    return pip_install(tmp_path_factory, EXITING_SOURCE)
 
 
 def _forget_exiting_modules() -> None:
