@@ -2,10 +2,10 @@
 
 For each hook kind — a firstresult decision hook (``before_tool_call``; every plugin answers
 ``None``, so all are called), a broadcast observer (``after_tool_call``) and the ``on_chunk``
-hot path (``HookRelay.emit_chunk``) — with 0, 1, 4 and 16 plugins whose implementations are
+hot path (``HookDispatcher.emit_chunk``) — with 0, 1, 4 and 16 plugins whose implementations are
 ``def`` or ``async def`` (``on_chunk`` is sync-only by contract), this prints µs per call of:
 
-  relay   think_core.dispatch.HookRelay over think_core.plugins.build_plugin_manager
+  relay   think_core.dispatch.HookDispatcher over think_core.plugins.build_plugin_manager
   plain   a hand-written Python loop over the same bound methods (await each result when the
           implementations are async; stop at the first non-None for firstresult) — the floor
   pluggy  pluggy's own ``pm.hook.<name>(ctx=...)`` (sync implementations only: pluggy cannot
@@ -27,7 +27,7 @@ from typing import Any
 from _common import machine, table
 
 from think_core import hookimpl
-from think_core.dispatch import HookRelay
+from think_core.dispatch import HookDispatcher
 from think_core.events import TextDelta
 from think_core.plugins import build_plugin_manager
 from think_core.types import ChunkContext, ToolCallContext, ToolCallResultContext
@@ -104,7 +104,7 @@ def bodies(count: int, is_async: bool) -> dict[str, dict[str, Callable[[int], Aw
     pm = build_plugin_manager(load_entrypoints=False, plugins=[], settings={})
     for i, plugin in enumerate(plugins):
         pm.register(plugin, name=f"p{i}")
-    relay = HookRelay(pm)
+    relay = HookDispatcher(pm)
     # pluggy calls the last registered first; the plain loop uses the same order.
     decide = [p.before_tool_call for p in reversed(plugins)]
     observe = [p.after_tool_call for p in reversed(plugins)]

@@ -19,9 +19,9 @@ import pytest_asyncio
 from think_core import ConfigurationError, TurnConfig, Usage, block, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.cli import main
-from think_core.cli.analytics_cmd import percentile, summarize
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import Analytics, DataPoint, read_jsonl_points, read_sqlite_points
+from think_plugins.analytics.report import percentile, summarize
 from tests.loopback import LoopbackServer, Reply
 
 LOGGER = "think.plugins.analytics"
@@ -400,7 +400,16 @@ def test_summarize() -> None:
     assert summary["cache"] == {"hits": 1, "lookups": 4, "hit_rate": 0.25}
 
 
-async def test_report_command_reads_the_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture
+def report_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``think analytics report`` is the analytics plugin's command: allow that entry point (the
+    suite's hermetic default, ``THINK_PLUGINS=""``, allows none, so no plugin adds commands)."""
+    monkeypatch.setenv("THINK_PLUGINS", "analytics")
+
+
+async def test_report_command_reads_the_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report_command: None
+) -> None:
     db = tmp_path / "a.db"
     agent = make(four_outcomes(), Decider(), TrackedAnalytics({"path": str(db)}))
     await agent.session("s").chat("go")
@@ -420,14 +429,18 @@ async def test_report_command_reads_the_database(tmp_path: Path, capsys: pytest.
         assert text in table
 
 
-def test_report_command_on_a_missing_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_command_on_a_missing_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report_command: None
+) -> None:
     missing = tmp_path / "nope.db"
     assert main(["analytics", "report", "--db", str(missing)]) == 1
     assert "no analytics database" in capsys.readouterr().err
     assert not missing.exists()
 
 
-async def test_report_command_reads_jsonl(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_report_command_reads_jsonl(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report_command: None
+) -> None:
     path = tmp_path / "a.jsonl"
     await make(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)})).session("s").chat("go")
     await drain_all()

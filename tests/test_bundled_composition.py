@@ -217,6 +217,7 @@ def test_think_plugins_json_lists_all_five_with_their_hooks(tmp_path: Path) -> N
     assert set(rows["tool_cache"]["hooks"]) == {"before_tool_call", "after_tool_call"}
     assert set(rows["analytics"]["hooks"]) == {
         "before_turn", "before_step", "after_tool_call", "on_step_finish", "on_chat_response",
+        "register_commands",
     }
     assert rows["overflow_classifier"]["hooks"] == ["classify_chat_error"]
     assert set(rows["otel"]["hooks"]) == {

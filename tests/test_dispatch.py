@@ -9,11 +9,13 @@ import warnings
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from think_core import (
     ChatErrorContext,
     ChunkContext,
     PluginError,
+    PluginResultError,
     StepConfig,
     StepContext,
     StepResult,
@@ -26,12 +28,12 @@ from think_core import (
     block,
     hookimpl,
 )
-from think_core.dispatch import HookRelay
+from think_core.dispatch import HookDispatcher
 from think_core.plugins import build_plugin_manager
 
 
-def relay_with(*plugins: object) -> HookRelay:
-    return HookRelay(build_plugin_manager(load_entrypoints=False, plugins=plugins))
+def relay_with(*plugins: object) -> HookDispatcher:
+    return HookDispatcher(build_plugin_manager(load_entrypoints=False, plugins=plugins))
 
 
 def turn_ctx() -> TurnContext:
@@ -239,6 +241,27 @@ async def test_invalid_decision_is_a_type_error_naming_the_plugin(bad: object) -
 
     with pytest.raises(TypeError, match="junk_decider"):
         await relay_with(Junk()).before_tool_call(tool_ctx())
+
+
+@pytest.mark.parametrize(
+    ("hook", "bad", "cause"),
+    [
+        ("before_turn", {"max_steps": "many"}, ValidationError),
+        ("before_step", ["search"], TypeError),
+        ("before_tool_call", {"action": "allow", "input": 3}, ValidationError),
+    ],
+)
+async def test_an_invalid_decision_is_a_plugin_error_naming_plugin_and_hook(
+    hook: str, bad: object, cause: type[Exception]
+) -> None:
+    plugin = type("BadDecider", (), {"name": "bad_decider", hook: hookimpl(lambda self: bad)})()
+    relay = relay_with(plugin)
+    ctx = {"before_turn": turn_ctx, "before_step": step_ctx, "before_tool_call": tool_ctx}[hook]()
+    with pytest.raises(PluginError, match=f"'bad_decider' returned an invalid result from {hook}") as raised:
+        await getattr(relay, hook)(ctx)
+    assert isinstance(raised.value, PluginResultError)
+    assert (raised.value.plugin_name, raised.value.hook) == ("bad_decider", hook)
+    assert isinstance(raised.value.error, cause) and raised.value.__cause__ is raised.value.error
 
 
 async def test_decision_hook_exceptions_propagate() -> None:
@@ -565,6 +588,26 @@ async def test_trace_logs_each_call(
     slow = next(r for r in caplog.records if getattr(r, "plugin", None) == "slow_decider")
     assert slow.duration_ms >= 15  # the await is included
     assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "think.plugins.trace")
+
+
+async def test_tracing_is_decided_when_the_dispatcher_is_built(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    counter = ChunkCounter("counter")
+    untraced = relay_with(counter, AllowAll())
+    monkeypatch.setenv("THINK_TRACE_PLUGINS", "1")
+    traced = relay_with(ChunkCounter("traced_counter"), AllowAll())
+    with caplog.at_level(logging.DEBUG, logger="think.plugins.trace"):
+        await untraced.before_tool_call(tool_ctx())
+        untraced.emit_chunk(chunk_ctx())
+        assert caplog.records == []
+        await traced.before_tool_call(tool_ctx())
+        traced.emit_chunk(chunk_ctx())
+    assert [(r.hook, r.plugin) for r in caplog.records] == [
+        ("before_tool_call", "allow_all"),
+        ("on_chunk", "traced_counter"),
+    ]
+    assert untraced.chunk_observers == (counter.on_chunk,)
 
 
 async def test_no_trace_records_when_tracing_is_off(caplog: pytest.LogCaptureFixture) -> None:

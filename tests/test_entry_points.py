@@ -22,7 +22,7 @@ import pytest
 
 from think_core import ConfigurationError, ToolCallContext, block, hookimpl
 from think_core.cli import main
-from think_core.dispatch import HookRelay
+from think_core.dispatch import HookDispatcher
 from think_core.plugins import PluginInfo, build_plugin_manager
 
 SAMPLE_SOURCE = Path(__file__).parent / "data" / "sample_plugin"
@@ -31,12 +31,11 @@ SAMPLE_DIST = "think-sample-plugin"
 MARKER_ENV = "THINK_SAMPLE_IMPORT_MARKER"
 
 
-@pytest.fixture(scope="session")
-def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample distribution installed with pip into its own directory."""
-    source = tmp_path_factory.mktemp("sample_src") / "sample_plugin"
-    shutil.copytree(SAMPLE_SOURCE, source)  # building writes build/ and *.egg-info beside it
-    target = tmp_path_factory.mktemp("sample_site")
+def pip_install(tmp_path_factory: pytest.TempPathFactory, distribution: Path) -> Path:
+    """``distribution`` (a source folder) installed with pip into a directory of its own."""
+    source = tmp_path_factory.mktemp(f"{distribution.name}_src") / distribution.name
+    shutil.copytree(distribution, source)  # building writes build/ and *.egg-info beside it
+    target = tmp_path_factory.mktemp(f"{distribution.name}_site")
     subprocess.run(
         [
             sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
@@ -47,6 +46,12 @@ def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
     )
     return target
+
+
+@pytest.fixture(scope="session")
+def sample_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample distribution installed with pip into its own directory."""
+    return pip_install(tmp_path_factory, SAMPLE_SOURCE)
 
 
 def _forget_sample_modules() -> None:
@@ -134,9 +139,9 @@ async def test_entry_point_class_is_instantiated_per_manager_with_settings(
     plugin_a, plugin_b = first.get_plugin("sample_good"), second.get_plugin("sample_good")
     assert type(plugin_a) is type(plugin_b) and plugin_a is not plugin_b
 
-    decision = await HookRelay(first).before_tool_call(tool_ctx("deploy"))
+    decision = await HookDispatcher(first).before_tool_call(tool_ctx("deploy"))
     assert decision == block("deploy is blocked by sample_good")
-    assert await HookRelay(second).before_tool_call(tool_ctx("deploy")) is None
+    assert await HookDispatcher(second).before_tool_call(tool_ctx("deploy")) is None
     assert plugin_a.seen == ["deploy"] and plugin_b.seen == ["deploy"]
 
 
@@ -300,3 +305,93 @@ def test_cli_plain_text_without_rich(
         "name=sample_tracked  distribution=think-sample-plugin  version=0.3.1  "
         "hooks=-  status=disabled  error=-"
     ) in lines
+
+
+# -- plugins that exit while loading ---------------------------------------------------------
+
+EXITING_SOURCE = Path(__file__).parent / "data" / "exiting_plugin"
+EXITING_DIST = "think-exiting-plugin"
+EXITING = "exits_on_import,exits_on_construct"
+
+
+@pytest.fixture(scope="session")
+def exiting_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The distribution whose plugins call ``sys.exit()`` while loading, pip-installed."""
+    return pip_install(tmp_path_factory, EXITING_SOURCE)
+
+
+def _forget_exiting_modules() -> None:
+    for module in [m for m in sys.modules if m.split(".")[0] == "think_exiting_plugin"]:
+        del sys.modules[module]
+
+
+@pytest.fixture
+def exiting_env(exiting_target: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    _forget_exiting_modules()
+    monkeypatch.syspath_prepend(str(exiting_target))
+    importlib.invalidate_caches()
+    yield
+    _forget_exiting_modules()
+    importlib.invalidate_caches()
+
+
+def test_a_plugin_that_exits_while_loading_is_listed_as_failed(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("THINK_PLUGINS", EXITING)
+    with caplog.at_level(logging.WARNING, logger="think.plugins"):
+        pm = build_plugin_manager()
+    infos = {info.name: info for info in pm.plugin_infos if info.status != "disabled"}
+    assert {name: (info.status, info.distribution) for name, info in infos.items()} == {
+        "exits_on_import": ("failed", EXITING_DIST),
+        "exits_on_construct": ("failed", EXITING_DIST),
+    }
+    assert infos["exits_on_import"].error == "SystemExit: 3"
+    assert infos["exits_on_construct"].error == "SystemExit: exits_on_construct refuses to start"
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+    assert "exits_on_import" in warnings and "exits_on_construct" in warnings
+    assert pm.get_plugins() == set()
+
+
+async def test_an_agent_runs_although_a_plugin_exited_while_loading(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from think_core import Think
+    from think_core.models.scripted import ScriptedModel
+
+    monkeypatch.setenv("THINK_PLUGINS", EXITING)
+    agent = Think(ScriptedModel(["still here"]))
+    try:
+        result = await agent.session("s").chat("hello")
+    finally:
+        await agent.aclose()
+    assert (result.status, result.text) == ("completed", "still here")
+    assert {i.name for i in agent.plugin_manager.plugin_infos if i.status == "failed"} == set(EXITING.split(","))
+
+
+def test_an_interrupt_while_a_plugin_loads_still_stops(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THINK_PLUGINS", "interrupted_on_import")
+    with pytest.raises(KeyboardInterrupt):
+        build_plugin_manager()
+
+
+def test_cli_lists_a_plugin_that_exits_while_loading(exiting_target: Path) -> None:
+    environ = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("THINK_") and key != "PYTHONPATH"
+    }
+    environ.update(PYTHONPATH=str(exiting_target), THINK_PLUGINS=EXITING)
+    result = subprocess.run(
+        [sys.executable, "-m", "think_core.cli", "plugins", "--json"],
+        env=environ,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = {row["name"]: row for row in json.loads(result.stdout)}
+    assert rows["exits_on_import"]["status"] == rows["exits_on_construct"]["status"] == "failed"
+    assert rows["exits_on_import"]["error"] == "SystemExit: 3"
+    assert "exits_on_import" in result.stderr and "exits_on_construct" in result.stderr

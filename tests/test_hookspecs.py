@@ -20,13 +20,17 @@ SPECS = {
 }
 
 
-def test_the_ten_hooks_of_the_design_exist_with_their_kinds():
+def test_the_hooks_of_the_design_exist_with_their_kinds():
     assert set(SPECS) == {
         "configure_session", "before_turn", "before_step", "on_chunk", "before_tool_call",
         "after_tool_call", "on_step_finish", "on_chat_response", "on_chat_error", "classify_chat_error",
+        "register_commands",
     }
     firstresult = {n for n, fn in SPECS.items() if getattr(fn, f"{PROJECT}_spec")["firstresult"]}
-    assert firstresult == hookspecs.FIRSTRESULT_HOOKS
+    assert firstresult == {
+        "before_turn", "before_step", "before_tool_call", "on_chat_error", "classify_chat_error",
+    }
+    assert set(hookspecs.SYNC_ONLY_HOOKS) == {"on_chunk", "register_commands"}
 
 
 @pytest.mark.parametrize("name", sorted(SPECS))

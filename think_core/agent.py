@@ -9,7 +9,7 @@ from collections import OrderedDict
 from typing import Any, Iterable, Mapping, Optional
 
 from .compaction import Compactor, Summarizer
-from .dispatch import HookRelay
+from .dispatch import HookDispatcher
 from .models._http import SharedClient
 from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
@@ -94,7 +94,7 @@ class Think:
         self.plugin_manager = build_plugin_manager(
             load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
         )
-        self.hooks = HookRelay(self.plugin_manager)
+        self.hooks = HookDispatcher(self.plugin_manager)
         self.store: Store = open_store(store)
         self.db = AsyncStore(self.store)  # what the engine awaits: store calls off the event loop
         # Sessions in use (a running turn, a drain, a server connection) are found through weak

@@ -3,21 +3,31 @@
 pluggy is synchronous: called through ``pm.hook.x()``, an ``async def`` implementation
 yields a coroutine object, which is never ``None`` — so a firstresult hook would stop at the
 first async implementation even when it means "no opinion", and broadcast results would be
-coroutines nobody awaits. :class:`HookRelay` therefore keeps pluggy's registry and ordering
+coroutines nobody awaits. :class:`HookDispatcher` therefore keeps pluggy's registry and ordering
 (LIFO, ``tryfirst``/``trylast``, opt-in arguments) and replaces only the call loop: it calls
 each implementation in pluggy's order, awaits awaitables, and only then looks at the result.
 
-Failure policy (DESIGN §2): decision hooks propagate (the engine fails closed), observers are
-isolated and logged with the plugin's name, ``configure_session`` raises
-:class:`~think_core.errors.PluginError`. Only ``Exception`` is ever caught, so cancellation
-always propagates.
+There is one call loop (:meth:`HookDispatcher._run`), told per hook by a :class:`_Policy`
+whether the first result wins and what a failure means:
 
-``THINK_TRACE_PLUGINS=1`` (read when the relay is built) logs every implementation call —
+* decision hooks (``before_turn``, ``before_step``, ``before_tool_call``) and
+  ``configure_session`` raise :class:`~think_core.errors.PluginError` naming the plugin, so the
+  engine fails closed; a decision that is neither ``None``, its model nor a dict of the
+  model's fields raises :class:`~think_core.errors.PluginResultError`;
+* observers and the error hooks are isolated: a raising implementation is logged with the
+  plugin's name and skipped; an unusable answer of an error hook counts as ``None``.
+
+Only ``Exception`` is ever caught, so cancellation always propagates.
+
+``THINK_TRACE_PLUGINS=1`` (read when the dispatcher is built) logs every implementation call —
 hook, plugin, result kind, duration including the await — at INFO on ``think.plugins.trace``.
+Tracing wraps each implementation once, when its call plan is built, so the loop itself never
+asks whether it is traced.
 """
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import logging
 import os
@@ -26,15 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from .errors import PluginError
+from .errors import PluginError, PluginResultError
 from .plugins import ThinkPluginManager
 from .types import (
     ERROR_CLASSIFICATIONS,
     ChatErrorContext,
     ChatResponseResult,
     ChunkContext,
+    SessionView,
     StepConfig,
     StepContext,
     StepResult,
@@ -45,13 +56,14 @@ from .types import (
     TurnContext,
 )
 
-__all__ = ["HookRelay"]
+__all__ = ["HookDispatcher"]
 
 logger = logging.getLogger("think.plugins")
 trace_logger = logging.getLogger("think.plugins.trace")
 
 _Config = TypeVar("_Config", bound=BaseModel)
 ChunkObserver = Callable[[ChunkContext], object]
+_Wrap = Callable[[str, str, Callable[..., Any]], Callable[..., Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +73,49 @@ class _Impl:
     plugin_name: str
     function: Callable[..., Any]
     argnames: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """How :meth:`HookDispatcher._run` treats one hook.
+
+    ``first``: stop at the first result that is not ``None`` (after awaiting) and return it.
+    ``isolate``: log and skip a raising implementation instead of raising ``PluginError``.
+    ``accept``: turns a non-``None`` result into the hook's answer, raising ``TypeError`` /
+    ``ValueError`` when it cannot (the answer is then skipped when isolated, else refused).
+    """
+
+    first: bool
+    isolate: bool
+    accept: Callable[[Any], Any] | None = None
+
+
+def _model_of(model: type[_Config]) -> Callable[[Any], _Config]:
+    def accept(result: Any) -> _Config:
+        if isinstance(result, model):
+            return result
+        if isinstance(result, dict):
+            return model.model_validate(result)  # a ValidationError is a ValueError
+        raise TypeError(
+            f"got {type(result).__name__}; expected {model.__name__}, a dict of its fields, or None"
+        )
+
+    return accept
+
+
+def _classification(result: Any) -> str:
+    if isinstance(result, str) and result in ERROR_CLASSIFICATIONS:
+        return result
+    raise ValueError(f"not one of {', '.join(ERROR_CLASSIFICATIONS)}")
+
+
+_BROADCAST = _Policy(first=False, isolate=True)
+_SETUP = _Policy(first=False, isolate=False)
+_REPLACE_ERROR = _Policy(first=True, isolate=True)
+_CLASSIFY = _Policy(first=True, isolate=True, accept=_classification)
+_TURN_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(TurnConfig))
+_STEP_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(StepConfig))
+_TOOL_DECISION = _Policy(first=True, isolate=False, accept=_model_of(ToolCallDecision))
 
 
 def _tracing_enabled() -> bool:
@@ -83,23 +138,58 @@ def _trace(hook: str, plugin: str, result: str, started: float) -> None:
     )
 
 
-class HookRelay:
+def _traced(hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, logging each call with its result kind and duration. A sync result is
+    traced at once; an awaitable one when it has been awaited (so the duration includes it)."""
+
+    async def finish(awaitable: Any, started: float) -> Any:
+        try:
+            result = await awaitable
+        except BaseException as exc:  # traced, then re-raised untouched
+            _trace(hook, plugin, f"raised {type(exc).__name__}", started)
+            raise
+        _trace(hook, plugin, _result_kind(result), started)
+        return result
+
+    def traced(*args: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            result = function(*args)
+        except BaseException as exc:  # traced, then re-raised untouched
+            _trace(hook, plugin, f"raised {type(exc).__name__}", started)
+            raise
+        if inspect.isawaitable(result):
+            return finish(result, started)
+        _trace(hook, plugin, _result_kind(result), started)
+        return result
+
+    return traced
+
+
+def _ignoring_ctx(function: Callable[[], object]) -> ChunkObserver:
+    def observer(ctx: ChunkContext) -> object:
+        return function()
+
+    return observer
+
+
+class HookDispatcher:
     """Calls the hooks of one plugin manager with async-correct semantics.
 
-    Call lists are cached per hook and rebuilt when the manager's ``generation`` changes, so
+    Call plans are cached per hook and rebuilt when the manager's ``generation`` changes, so
     registering or unregistering a plugin later is picked up without a per-call rebuild.
     """
 
     def __init__(self, pm: ThinkPluginManager) -> None:
         self._pm = pm
-        self._trace = _tracing_enabled()
+        self._wrap: _Wrap | None = _traced if _tracing_enabled() else None
         self._generation = -1
         self._plans: dict[str, tuple[_Impl, ...]] = {}
         self._chunk_generation = -1
         self._chunk_plan: tuple[tuple[str, ChunkObserver], ...] = ()
         self._chunk_observers: tuple[ChunkObserver, ...] = ()
 
-    # -- call plans -------------------------------------------------------------------------
+    # -- call plans and the call loop --------------------------------------------------------
 
     def _impls(self, hook: str) -> tuple[_Impl, ...]:
         if self._generation != self._pm.generation:
@@ -107,184 +197,125 @@ class HookRelay:
             self._generation = self._pm.generation
         plan = self._plans.get(hook)
         if plan is None:
-            caller = getattr(self._pm.hook, hook)
-            # get_hookimpls() lists in reverse call order: pluggy calls the list back to front.
-            plan = tuple(
-                _Impl(impl.plugin_name, impl.function, tuple(impl.argnames))
-                for impl in reversed(caller.get_hookimpls())
-            )
-            self._plans[hook] = plan
+            plan = self._plans[hook] = self._build_plan(hook)
         return plan
 
-    def _call(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
-        """Call one implementation; returns its result or an awaitable of it. No coroutine is
-        created for a plain ``def`` implementation, which keeps sync plugins cheap."""
-        if self._trace:
-            return self._traced(hook, impl, kwargs)
-        return impl.function(*[kwargs[name] for name in impl.argnames])
+    def _build_plan(self, hook: str) -> tuple[_Impl, ...]:
+        wrap = self._wrap
+        # get_hookimpls() lists in reverse call order: pluggy calls the list back to front.
+        return tuple(
+            _Impl(
+                impl.plugin_name,
+                impl.function if wrap is None else wrap(hook, impl.plugin_name, impl.function),
+                tuple(impl.argnames),
+            )
+            for impl in reversed(getattr(self._pm.hook, hook).get_hookimpls())
+        )
 
-    async def _traced(self, hook: str, impl: _Impl, kwargs: dict[str, Any]) -> Any:
-        started = time.perf_counter()
-        try:
-            result = impl.function(*[kwargs[name] for name in impl.argnames])
-            if inspect.isawaitable(result):
-                result = await result
-        except BaseException as exc:  # traced, then re-raised untouched
-            _trace(hook, impl.plugin_name, f"raised {type(exc).__name__}", started)
-            raise
-        _trace(hook, impl.plugin_name, _result_kind(result), started)
-        return result
-
-    async def _first(self, hook: str, kwargs: dict[str, Any]) -> tuple[_Impl, Any] | None:
-        """The first implementation whose *awaited* result is not ``None``, and that result."""
+    async def _run(self, hook: str, kwargs: dict[str, Any], policy: _Policy) -> Any:
+        """Call ``hook``'s implementations in pluggy's order under ``policy``; returns the first
+        accepted result of a firstresult hook, else ``None``."""
         for impl in self._impls(hook):
             try:
-                result = self._call(hook, impl, kwargs)
-                # Await first, then test: a coroutine that returns None is no decision.
+                result = impl.function(*[kwargs[name] for name in impl.argnames])
+                # Await first, then test: a coroutine that returns None is no decision. A plain
+                # ``def`` implementation creates no coroutine at all, which keeps it cheap.
                 if result is not None and inspect.isawaitable(result):
                     result = await result
             except Exception as exc:
-                # Propagates (decision hooks fail closed), naming the plugin that failed.
-                raise PluginError(impl.plugin_name, hook, exc) from exc
-            if result is not None:
-                return impl, result
-        return None
-
-    async def _first_isolated(
-        self, hook: str, kwargs: dict[str, Any], valid: Callable[[Any], bool] = lambda _: True
-    ) -> Any | None:
-        """Like :meth:`_first`, but a raising or invalid implementation counts as ``None``."""
-        for impl in self._impls(hook):
-            try:
-                result = self._call(hook, impl, kwargs)
-                if result is not None and inspect.isawaitable(result):
-                    result = await result
-            except Exception:
+                if not policy.isolate:
+                    raise PluginError(impl.plugin_name, hook, exc) from exc
                 logger.exception("plugin %r failed in %s; ignored", impl.plugin_name, hook)
                 continue
-            if result is None:
+            if result is None or not policy.first:
                 continue
-            if valid(result):
+            if policy.accept is None:
                 return result
-            logger.warning(
-                "plugin %r returned an invalid value from %s: %r; ignored",
-                impl.plugin_name,
-                hook,
-                result,
-            )
+            try:
+                return policy.accept(result)
+            except (TypeError, ValueError) as exc:
+                if not policy.isolate:
+                    raise PluginResultError(impl.plugin_name, hook, exc) from exc
+                logger.warning(
+                    "plugin %r returned an invalid value from %s: %r; ignored",
+                    impl.plugin_name,
+                    hook,
+                    result,
+                )
         return None
-
-    async def _broadcast_isolated(self, hook: str, kwargs: dict[str, Any]) -> None:
-        for impl in self._impls(hook):
-            try:
-                result = self._call(hook, impl, kwargs)
-                if result is not None and inspect.isawaitable(result):
-                    await result
-            except Exception:
-                logger.exception("plugin %r failed in %s; ignored", impl.plugin_name, hook)
-
-    @staticmethod
-    def _coerce(hook: str, impl: _Impl, result: Any, model: type[_Config]) -> _Config:
-        if isinstance(result, model):
-            return result
-        if isinstance(result, dict):
-            try:
-                return model.model_validate(result)
-            except ValidationError as exc:
-                raise TypeError(
-                    f"plugin {impl.plugin_name!r} returned an invalid {model.__name__} "
-                    f"from {hook}: {exc}"
-                ) from exc
-        raise TypeError(
-            f"plugin {impl.plugin_name!r} returned {type(result).__name__} from {hook}; "
-            f"expected {model.__name__}, a dict of its fields, or None"
-        )
-
-    async def _decide(self, hook: str, ctx: Any, model: type[_Config]) -> _Config | None:
-        found = await self._first(hook, {"ctx": ctx})
-        if found is None:
-            return None
-        impl, result = found
-        return self._coerce(hook, impl, result, model)
 
     # -- the hooks ---------------------------------------------------------------------------
 
-    async def configure_session(self, session: Any) -> None:
+    async def configure_session(self, session: SessionView) -> None:
         """Broadcast; the first implementation that raises aborts opening the session."""
-        for impl in self._impls("configure_session"):
-            try:
-                result = self._call("configure_session", impl, {"session": session})
-                if result is not None and inspect.isawaitable(result):
-                    await result
-            except Exception as exc:
-                raise PluginError(impl.plugin_name, "configure_session", exc) from exc
+        await self._run("configure_session", {"session": session}, _SETUP)
 
     async def before_turn(self, ctx: TurnContext) -> TurnConfig | None:
         """firstresult; exceptions propagate so the turn fails closed."""
-        return await self._decide("before_turn", ctx, TurnConfig)
+        result: TurnConfig | None = await self._run("before_turn", {"ctx": ctx}, _TURN_CONFIG)
+        return result
 
     async def before_step(self, ctx: StepContext) -> StepConfig | None:
         """firstresult; exceptions propagate so the turn fails closed."""
-        return await self._decide("before_step", ctx, StepConfig)
+        result: StepConfig | None = await self._run("before_step", {"ctx": ctx}, _STEP_CONFIG)
+        return result
 
     async def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
         """firstresult; exceptions propagate (the engine turns them into a failed call)."""
-        return await self._decide("before_tool_call", ctx, ToolCallDecision)
+        result: ToolCallDecision | None = await self._run("before_tool_call", {"ctx": ctx}, _TOOL_DECISION)
+        return result
 
     async def after_tool_call(self, ctx: ToolCallResultContext) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._broadcast_isolated("after_tool_call", {"ctx": ctx})
+        await self._run("after_tool_call", {"ctx": ctx}, _BROADCAST)
 
     async def on_step_finish(self, ctx: StepResult) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._broadcast_isolated("on_step_finish", {"ctx": ctx})
+        await self._run("on_step_finish", {"ctx": ctx}, _BROADCAST)
 
     async def on_chat_response(self, result: ChatResponseResult) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._broadcast_isolated("on_chat_response", {"result": result})
+        await self._run("on_chat_response", {"result": result}, _BROADCAST)
 
     async def on_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> Any | None:
         """firstresult replacement of a terminal error; a raising implementation is skipped."""
-        return await self._first_isolated("on_chat_error", {"error": error, "ctx": ctx})
+        return await self._run("on_chat_error", {"error": error, "ctx": ctx}, _REPLACE_ERROR)
 
     async def classify_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> str | None:
         """firstresult classification; raising or unknown answers count as no opinion."""
-        return await self._first_isolated(
-            "classify_chat_error",
-            {"error": error, "ctx": ctx},
-            valid=lambda value: value in ERROR_CLASSIFICATIONS,
-        )
+        result: str | None = await self._run("classify_chat_error", {"error": error, "ctx": ctx}, _CLASSIFY)
+        return result
+
+    # -- register_commands: a registration hook, called outside any turn ---------------------
+
+    def register_commands(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+        """Let every plugin add its ``think`` subcommands, in pluggy's order.
+
+        Synchronous, unlike the turn hooks: the CLI builds its parser before any event loop
+        runs, and the hook is sync-only. A raising implementation is logged with the plugin's
+        name and skipped, so one broken plugin cannot take the whole command line down.
+        """
+        kwargs = {"subparsers": subparsers}
+        for impl in self._impls("register_commands"):
+            try:
+                impl.function(*[kwargs[name] for name in impl.argnames])
+            except Exception:
+                logger.exception(
+                    "plugin %r failed in register_commands; its commands are missing", impl.plugin_name
+                )
 
     # -- on_chunk: the hot path --------------------------------------------------------------
 
     def _refresh_chunk_plan(self) -> None:
         plan = []
         for impl in self._impls("on_chunk"):
-            observer: ChunkObserver
-            if impl.argnames:  # the spec has exactly one parameter, ``ctx``
-                observer = impl.function
-            else:
-                observer = lambda ctx, function=impl.function: function()  # noqa: E731
-            if self._trace:
-                observer = self._traced_observer(impl.plugin_name, observer)
+            # The spec has exactly one parameter, ``ctx``: an implementation either takes it or
+            # takes nothing. Taking it, the implementation itself is the observer (no wrapper).
+            observer = impl.function if impl.argnames else _ignoring_ctx(impl.function)
             plan.append((impl.plugin_name, observer))
         self._chunk_plan = tuple(plan)
         self._chunk_observers = tuple(observer for _, observer in plan)
         self._chunk_generation = self._pm.generation
-
-    @staticmethod
-    def _traced_observer(plugin: str, observer: ChunkObserver) -> ChunkObserver:
-        def traced(ctx: ChunkContext) -> object:
-            started = time.perf_counter()
-            try:
-                result = observer(ctx)
-            except BaseException as exc:  # traced, then re-raised untouched
-                _trace("on_chunk", plugin, f"raised {type(exc).__name__}", started)
-                raise
-            _trace("on_chunk", plugin, _result_kind(result), started)
-            return result
-
-        return traced
 
     @property
     def chunk_observers(self) -> tuple[ChunkObserver, ...]:

@@ -1,8 +1,26 @@
-"""Exceptions raised by the engine and by providers."""
+"""Exceptions raised by the engine and by providers.
+
+The hierarchy::
+
+    Exception
+    └── ThinkError                        every error of think's own
+        ├── ProviderError                 a model provider's HTTP error or in-stream error event
+        ├── ConfigurationError            bad configuration (API key, model string, plugin settings)
+        ├── PluginError                   a plugin failed where the operation must stop
+        │   └── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
+        ├── NestedTurnError               a blocking entry point called from inside its own session's turn
+        ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
+        └── UnknownSubmission             no durable submission has that id (also a KeyError)
+
+The ``KeyError`` / ``TypeError`` bases keep ``except KeyError`` / ``except TypeError`` written
+against earlier versions working; new code catches the think class by name, so a ``KeyError``
+raised by a bug is never mistaken for "not found".
+"""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class ThinkError(Exception):
@@ -50,13 +68,31 @@ class ConfigurationError(ThinkError):
 
 
 class PluginError(ThinkError):
-    """A plugin failed in a way that must stop the operation (for example ``configure_session``)."""
+    """A plugin failed in a way that must stop the operation (for example ``configure_session``).
 
-    def __init__(self, plugin_name: str, hook: str, error: BaseException) -> None:
-        super().__init__(f"plugin {plugin_name!r} failed in {hook}: {error!r}")
+    ``plugin_name`` and ``hook`` say who and where; ``error`` is what went wrong.
+    """
+
+    def __init__(
+        self, plugin_name: str, hook: str, error: BaseException, *, message: str | None = None
+    ) -> None:
+        super().__init__(message or f"plugin {plugin_name!r} failed in {hook}: {error!r}")
         self.plugin_name = plugin_name
         self.hook = hook
         self.error = error
+
+
+class PluginResultError(PluginError, TypeError):
+    """A decision hook returned something that is neither ``None``, its result model, nor a dict
+    that validates as one. ``error`` is the ``TypeError`` or pydantic ``ValidationError``."""
+
+    def __init__(self, plugin_name: str, hook: str, error: BaseException) -> None:
+        super().__init__(
+            plugin_name,
+            hook,
+            error,
+            message=f"plugin {plugin_name!r} returned an invalid result from {hook}: {error}",
+        )
 
 
 class NestedTurnError(ThinkError):
@@ -65,5 +101,27 @@ class NestedTurnError(ThinkError):
     ``add_messages`` there instead."""
 
 
-class TurnAborted(ThinkError):
-    """The turn was cancelled through ``session.cancel()`` / ``cancel_all()``."""
+class UnknownToolCall(ThinkError, KeyError):
+    """A client tool result or an approval named a tool call the session is not waiting for."""
+
+    def __init__(self, tool_call_id: str, session_id: str | None = None) -> None:
+        where = f" in session {session_id!r}" if session_id is not None else ""
+        super().__init__(f"no tool call {tool_call_id!r}{where}")
+        self.tool_call_id = tool_call_id
+        self.session_id = session_id
+
+    def __str__(self) -> str:  # KeyError's own __str__ would quote the message as a repr
+        return str(self.args[0])
+
+
+class UnknownSubmission(ThinkError, KeyError):
+    """No durable submission of the session has that id."""
+
+    def __init__(self, submission_id: str, session_id: str | None = None) -> None:
+        where = f" in session {session_id!r}" if session_id is not None else ""
+        super().__init__(f"no submission {submission_id!r}{where}")
+        self.submission_id = submission_id
+        self.session_id = session_id
+
+    def __str__(self) -> str:  # KeyError's own __str__ would quote the message as a repr
+        return str(self.args[0])

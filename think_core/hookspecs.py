@@ -2,7 +2,8 @@
 
 A plugin is any object (module, class instance) with methods marked ``@hookimpl`` whose names
 match the specs below. An implementation may ask for any subset of a spec's parameters, by
-name. Implementations may be ``def`` or ``async def``, except ``on_chunk`` (sync only).
+name. Implementations may be ``def`` or ``async def``, except ``on_chunk`` and
+``register_commands`` (sync only).
 
 Order: pluggy's — the plugin registered last runs first (LIFO); ``tryfirst=True`` /
 ``trylast=True`` move an implementation to the front / back. Entry-point plugins are
@@ -20,18 +21,35 @@ A turn fires, in order::
     for each step: before_step, on_chunk*, (before_tool_call, after_tool_call, on_chunk)*, on_step_finish
     on_chat_response            (after persistence and after the session's turn lock is released)
 
-with ``classify_chat_error`` and ``on_chat_error`` on the error path.
+with ``classify_chat_error`` and ``on_chat_error`` on the error path. ``configure_session``
+fires when a session opens, ``register_commands`` when the ``think`` command line builds its
+parser; neither belongs to a turn.
+
+What every context carries (``TurnContext``, ``StepContext``, ``ChunkContext``,
+``ToolCallContext``, ``ToolCallResultContext``, ``StepResult``, ``ChatResponseResult``,
+``ChatErrorContext``):
+
+* ``session`` — a :class:`~think_core.types.SessionView`: ``id``, ``settings`` (the agent's
+  per-plugin settings), ``state`` (shared by the plugins of this session) and
+  ``state_for(plugin)`` (private to one plugin in this session). It is the live session, not a
+  copy; use nothing else of it, so a plugin keeps working whatever the engine's internals;
+* ``request_id`` — the turn's id (also the id ``session.cancel(request_id)`` takes);
+* ``body`` — the turn's extra client data (``body=`` of the entry point, or the extra fields of
+  a server request), or ``None``. A continuation without a body of its own sees the body of
+  the turn it continues.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import argparse
+from typing import Any
 
 from .markers import hookspec
 from .types import (
     ChatErrorContext,
     ChatResponseResult,
     ChunkContext,
+    SessionView,
     StepConfig,
     StepContext,
     StepResult,
@@ -42,22 +60,23 @@ from .types import (
     TurnContext,
 )
 
-# The hooks whose result decides something: the first non-None result wins.
-FIRSTRESULT_HOOKS = frozenset(
-    {"before_turn", "before_step", "before_tool_call", "on_chat_error", "classify_chat_error"}
-)
-# Hooks whose implementations must be plain functions.
-SYNC_ONLY_HOOKS = frozenset({"on_chunk"})
+# Hooks whose implementations must be plain functions, and why (said when an ``async def``
+# implementation is refused at registration).
+SYNC_ONLY_HOOKS: dict[str, str] = {
+    "on_chunk": "it runs synchronously for every streamed token. Buffer in it and do I/O in on_step_finish.",
+    "register_commands": "the command line calls it while it builds its parser, before any event loop runs.",
+}
 
 
 @hookspec
-def configure_session(session: Any) -> None:
+def configure_session(session: SessionView) -> None:
     """Prepare per-session plugin state.
 
     Fires once when a session is first opened in a process (``agent.session(id)``), never per
     turn. Use ``session.state_for(self)`` for state that must not leak between sessions.
 
-    :param session: the :class:`~think_core.session.Session` (``id``, ``settings``, ``state``).
+    :param session: the session, seen as a :class:`~think_core.types.SessionView` (``id``,
+        ``settings``, ``state``, ``state_for``).
     :returns: ignored.
 
     Broadcast. If an implementation raises, opening the session fails with a
@@ -66,7 +85,7 @@ def configure_session(session: Any) -> None:
 
 
 @hookspec(firstresult=True)
-def before_turn(ctx: TurnContext) -> Optional[TurnConfig]:
+def before_turn(ctx: TurnContext) -> TurnConfig | None:
     """Inspect or change a turn before its first model call.
 
     Fires once per turn (and again when context-overflow recovery re-runs it), after the
@@ -76,27 +95,33 @@ def before_turn(ctx: TurnContext) -> Optional[TurnConfig]:
         ``save_messages``, ``submit``, ``continue``, ``auto_continue``, ``websocket``, ``http``),
         ``system``, ``messages`` (model messages), ``tools`` (name → Tool), ``model``,
         ``continuation``, ``body`` (extra client data for this turn, or ``None``).
-    :returns: a :class:`~think_core.types.TurnConfig` to change the model, system prompt,
-        messages, tools (additive), ``active_tools``, ``tool_choice``, ``max_steps``,
-        ``send_reasoning``, structured ``output`` or call settings; ``None`` keeps the defaults.
+    :returns: a :class:`~think_core.types.TurnConfig` (or a dict of its fields) to change the
+        model, system prompt, messages, tools (additive), ``active_tools``, ``tool_choice``,
+        ``max_steps``, ``send_reasoning``, structured ``output`` or call settings; ``None``
+        keeps the defaults.
 
-    firstresult. If an implementation raises, the turn fails at stage ``"turn"`` (fail closed).
+    firstresult. If an implementation raises, or returns something that is not a
+    ``TurnConfig``, the turn fails at stage ``"turn"`` (fail closed) with a
+    :class:`~think_core.errors.PluginError` naming the plugin.
     """
 
 
 @hookspec(firstresult=True)
-def before_step(ctx: StepContext) -> Optional[StepConfig]:
+def before_step(ctx: StepContext) -> StepConfig | None:
     """Adjust one model step.
 
     Fires before every model call of a turn, after the proactive context guard.
 
-    :param ctx: ``session``, ``request_id``, ``step_number`` (0-based), ``steps`` (the
-        :class:`~think_core.types.StepResult` of earlier steps of this turn), ``model``,
+    :param ctx: ``session``, ``request_id``, ``body``, ``step_number`` (0-based), ``steps``
+        (the :class:`~think_core.types.StepResult` of earlier steps of this turn), ``model``,
         ``messages`` (what will be sent).
     :returns: a :class:`~think_core.types.StepConfig` (``model``, ``active_tools``,
-        ``tool_choice``, ``system``, ``messages``) or ``None`` to keep the turn's values.
+        ``tool_choice``, ``system``, ``messages``; or a dict of them) or ``None`` to keep the
+        turn's values.
 
-    firstresult. If an implementation raises, the turn fails at stage ``"turn"``.
+    firstresult. If an implementation raises, or returns something that is not a
+    ``StepConfig``, the turn fails at stage ``"turn"`` with a
+    :class:`~think_core.errors.PluginError` naming the plugin.
     """
 
 
@@ -108,7 +133,7 @@ def on_chunk(ctx: ChunkContext) -> None:
     ``tool-input-start``, ``tool-input-delta``, ``tool-call``) and for every tool result
     (``tool-result``, with ``preliminary=True`` for the intermediate yields of generator tools).
 
-    :param ctx: ``session``, ``request_id``, ``step_number``, ``chunk`` (a
+    :param ctx: ``session``, ``request_id``, ``body``, ``step_number``, ``chunk`` (a
         :mod:`think_core.events` object; switch on ``chunk.type``).
     :returns: ignored.
 
@@ -119,21 +144,24 @@ def on_chunk(ctx: ChunkContext) -> None:
 
 
 @hookspec(firstresult=True)
-def before_tool_call(ctx: ToolCallContext) -> Optional[ToolCallDecision]:
+def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
     """Decide whether a tool call runs.
 
     Fires for every tool call the model makes, after the step's stream ended and the input
     was validated, before the tool runs. Calls of one step are handled concurrently.
 
-    :param ctx: ``session``, ``request_id``, ``step_number``, ``tool_call_id``, ``tool_name``,
-        ``input`` (validated arguments), ``tool`` (the :class:`~think_core.tools.Tool`, with
-        ``annotations``), ``messages``.
+    :param ctx: ``session``, ``request_id``, ``body`` (the turn's, e.g. a per-turn mode
+        switch), ``step_number``, ``tool_call_id``, ``tool_name``, ``input`` (validated
+        arguments), ``tool`` (the :class:`~think_core.tools.Tool`, with ``annotations``),
+        ``messages``.
     :returns: ``allow(input=None)`` (run it, optionally with rewritten input), ``block(reason)``
         (do not run; the model gets ``reason`` or ``Tool "<name>" was blocked by
         before_tool_call.``), ``substitute(output)`` (do not run; the model gets ``output``), or
         ``None``, which allows the call.
 
-    firstresult. If an implementation raises, this call fails: the model receives an error
+    firstresult. If an implementation raises, or returns something that is not a
+    ``ToolCallDecision`` (or a dict of its fields), this call fails with a
+    :class:`~think_core.errors.PluginError` naming the plugin: the model receives an error
     result, ``after_tool_call`` sees ``success=False``, and the turn continues.
     """
 
@@ -144,7 +172,9 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
 
     Fires for every tool call, whatever the decision (executed, blocked, substituted, failed).
 
-    :param ctx: the call's fields (``input`` is the model's original input) plus ``success``
+    :param ctx: the call's fields (``session``, ``request_id``, ``body``, ``step_number``,
+        ``tool_call_id``, ``tool_name``, ``input`` — the model's original input — ``tool``,
+        ``messages``) plus ``success``
         (``False`` only when execution or the decision hook raised), ``output``, ``error``,
         ``duration_ms`` and ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``).
     :returns: ignored.
@@ -160,8 +190,10 @@ def on_step_finish(ctx: StepResult) -> None:
 
     Fires after each step's stream ended and its tool calls ran.
 
-    :param ctx: ``step_number``, ``finish_reason``, ``text``, ``reasoning_text``,
-        ``tool_calls``, ``tool_results``, ``usage`` (input/output/total/reasoning/cached
+    :param ctx: ``session``, ``request_id``, ``body``, ``step_number``, ``finish_reason``,
+        ``text``, ``reasoning_text``, ``tool_calls``, ``tool_results`` (one
+        :class:`~think_core.types.StepToolResult` per settled call: ``tool_call_id``,
+        ``tool_name``, ``output``, ``error``), ``usage`` (input/output/total/reasoning/cached
         tokens), ``model_id``, ``response_id``, ``warnings``, ``provider_metadata``.
     :returns: ignored.
 
@@ -177,7 +209,8 @@ def on_chat_response(result: ChatResponseResult) -> None:
     Fires once per turn after the assistant message is persisted **and** the session's turn
     lock is released, so calling ``session.save_messages(...)`` from here chains a new turn.
 
-    :param result: ``message`` (the persisted assistant UI message; may have no parts),
+    :param result: ``session``, ``request_id``, ``body``, ``message`` (the persisted
+        assistant UI message; may have no parts),
         ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``, ``error``,
         ``output`` (parsed structured output, when asked for), ``usage`` (turn total).
     :returns: ignored.
@@ -188,15 +221,15 @@ def on_chat_response(result: ChatResponseResult) -> None:
 
 
 @hookspec(firstresult=True)
-def on_chat_error(error: BaseException, ctx: ChatErrorContext) -> Optional[Any]:
+def on_chat_error(error: BaseException, ctx: ChatErrorContext) -> Any | None:
     """Replace or observe a terminal turn error.
 
     Fires once when a turn fails for good (after any recovery or retry), for errors raised
     before streaming and errors that arrive inside the model stream alike.
 
     :param error: the exception.
-    :param ctx: ``session``, ``request_id``, ``stage`` (``"parse"``, ``"persist"``, ``"turn"``,
-        ``"stream"``), ``messages_persisted``, ``classification``.
+    :param ctx: ``session``, ``request_id``, ``body``, ``stage`` (``"parse"``, ``"persist"``,
+        ``"turn"``, ``"stream"``), ``messages_persisted``, ``classification``.
     :returns: a replacement (an exception, or a message string) reported instead of
         ``error``, or ``None`` to keep the original.
 
@@ -205,7 +238,7 @@ def on_chat_error(error: BaseException, ctx: ChatErrorContext) -> Optional[Any]:
 
 
 @hookspec(firstresult=True)
-def classify_chat_error(error: BaseException, ctx: ChatErrorContext) -> Optional[str]:
+def classify_chat_error(error: BaseException, ctx: ChatErrorContext) -> str | None:
     """Classify a turn error so the engine can recover from it.
 
     Fires for every turn error (HTTP errors and in-stream error events) before the engine
@@ -218,5 +251,30 @@ def classify_chat_error(error: BaseException, ctx: ChatErrorContext) -> Optional
         ``"rate_limit"`` / ``"transient"`` (bounded retry when nothing was streamed in the failed
         step), ``"fatal"`` / ``"unknown"`` (fail now), or ``None`` for no opinion.
 
-    firstresult. If an implementation raises, it is logged and treated as ``None``.
+    firstresult. If an implementation raises, it is logged and treated as ``None``; so is an
+    answer that is not one of the classes above.
+    """
+
+
+@hookspec
+def register_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add subcommands to the ``think`` command line.
+
+    Fires when the command line builds its parser, once per ``think`` invocation that may need a
+    plugin's command (always for ``think --help`` and for a command that is not built in; never
+    inside a turn). The plugins asked are the entry-point plugins the environment allows
+    (``THINK_PLUGINS``, ``THINK_DISABLE_PLUGINS``, think.toml's ``disable``); a disabled plugin
+    adds no command.
+
+    :param subparsers: the ``argparse`` sub-parsers of ``think``. Add a parser with
+        ``subparsers.add_parser(name, help=...)`` and give it the function to run with
+        ``parser.set_defaults(func=run)``; ``run(args)`` gets the parsed ``argparse.Namespace``
+        and returns the exit code (``None`` means 0), or is an ``async def`` the command line
+        runs in a fresh event loop.
+    :returns: ignored.
+
+    Broadcast, **sync only** (an ``async def`` implementation is refused at registration). If an
+    implementation raises (a name already taken by another command, say), the error is logged
+    with the plugin's name, that plugin's commands may be missing, and the command line carries
+    on.
     """

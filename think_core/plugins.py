@@ -151,12 +151,10 @@ class ThinkPluginManager(pluggy.PluginManager):
                     f"{where} is an async generator; hook implementations must be 'def' or "
                     "'async def' functions that return their result.",
                 )
-            if hook_name in hookspecs.SYNC_ONLY_HOOKS and inspect.iscoroutinefunction(function):
+            why_sync = hookspecs.SYNC_ONLY_HOOKS.get(hook_name)
+            if why_sync is not None and inspect.iscoroutinefunction(function):
                 raise pluggy.PluginValidationError(
-                    plugin,
-                    f"{where} is 'async def'; {hook_name} must be a plain def: it runs "
-                    "synchronously for every streamed token. Buffer in it and do I/O in "
-                    "on_step_finish.",
+                    plugin, f"{where} is 'async def'; {hook_name} must be a plain def: {why_sync}"
                 )
             caller = getattr(self.hook, hook_name, None)
             known = caller is not None and caller.has_spec()
@@ -222,8 +220,10 @@ def _load_entry_points(
     """Register the ``think`` entry points that are allowed, isolating the broken ones.
 
     Allow/deny lists are checked before ``ep.load()``, so a disabled plugin is never imported.
-    A plugin that fails to import, instantiate or register is logged and listed as failed;
-    bad settings are not isolated (they are the user's configuration error).
+    A plugin that fails to import, instantiate or register is logged and listed as failed —
+    also when it raises ``SystemExit`` (a ``sys.exit()`` at import time must not end the host
+    process) or any other ``BaseException``; only ``KeyboardInterrupt`` propagates, because the
+    user asked to stop. Bad settings are not isolated (they are the user's configuration error).
     """
     allowed = _env_names("THINK_PLUGINS")
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
@@ -239,17 +239,21 @@ def _load_entry_points(
         try:
             target = ep.load()
             plugin = target() if inspect.isclass(target) else target
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             _record_failure(pm, ep.name, source, exc)
             continue
         _apply_settings(plugin, ep.name, settings)
         try:
             pm.register(plugin, name=ep.name, source=source)
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             _record_failure(pm, ep.name, source, exc)
 
 
-def _record_failure(pm: ThinkPluginManager, name: str, source: _Source, exc: Exception) -> None:
+def _record_failure(pm: ThinkPluginManager, name: str, source: _Source, exc: BaseException) -> None:
     logger.warning("plugin %r (%s) failed to load: %s", name, source.value, _error_text(exc))
     logger.debug("traceback of plugin %r", name, exc_info=exc)
     pm.record_unloaded(

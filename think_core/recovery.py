@@ -23,7 +23,7 @@ from .types import ChatErrorContext
 from .ui_stream import AssistantMessageBuilder
 
 if TYPE_CHECKING:
-    from .dispatch import HookRelay
+    from .dispatch import HookDispatcher
 
 logger = logging.getLogger("think.recovery")
 
@@ -46,7 +46,7 @@ class TurnRecovery:
         self.memory = memory
 
     @property
-    def hooks(self) -> HookRelay:
+    def hooks(self) -> HookDispatcher:
         return self.deps.hooks
 
     async def run_with_overflow_recovery(
@@ -71,7 +71,7 @@ class TurnRecovery:
             try:
                 outcome = await self._attempt(turn, request_id, continuation)
             except TurnFailed as failure:
-                await self._classify(failure, request_id)
+                await self._classify(failure, request_id, body)
                 if failure.classification == "context_overflow" and overflow.reactive and attempts < overflow.max_retries:
                     attempts += 1
                     compaction = await self.compact_quietly("reactive")
@@ -80,7 +80,7 @@ class TurnRecovery:
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue
-                return await self.fail(failure, request_id, builder, persisted=True, usage=turn.usage)
+                return await self.fail(failure, request_id, builder, persisted=True, usage=turn.usage, body=body)
             finally:
                 self._remember(turn)
             builder.finish()
@@ -106,13 +106,17 @@ class TurnRecovery:
         self.memory.last_input_tokens = turn.last_input_tokens
         self.memory.compactions.extend(c for c in turn.compactions if c.compaction_id is not None)
 
-    def error_context(self, request_id: str, stage: str, persisted: bool) -> ChatErrorContext:
-        return ChatErrorContext(session=self.session, request_id=request_id, stage=stage, messages_persisted=persisted)
+    def error_context(self, turn_body: dict[str, Any] | None, request_id: str, stage: str, persisted: bool) -> ChatErrorContext:
+        return ChatErrorContext(
+            session=self.session, request_id=request_id, stage=stage, messages_persisted=persisted, body=turn_body
+        )
 
-    async def _classify(self, failure: TurnFailed, request_id: str, persisted: bool = True) -> None:
+    async def _classify(
+        self, failure: TurnFailed, request_id: str, body: dict[str, Any] | None, persisted: bool = True
+    ) -> None:
         if not failure.classified:
             failure.classification = await self.hooks.classify_chat_error(
-                failure.error, self.error_context(request_id, failure.stage, persisted)
+                failure.error, self.error_context(body, request_id, failure.stage, persisted)
             )
             failure.classified = True
 
@@ -124,10 +128,11 @@ class TurnRecovery:
         *,
         persisted: bool,
         usage: Usage | None = None,
+        body: dict[str, Any] | None = None,
     ) -> TurnOutcome:
         """End the turn as ``error``: ``on_chat_error`` may replace the error or its message."""
-        await self._classify(failure, request_id, persisted)
-        ctx = self.error_context(request_id, failure.stage, persisted)
+        await self._classify(failure, request_id, body, persisted)
+        ctx = self.error_context(body, request_id, failure.stage, persisted)
         ctx.classification = failure.classification
         replacement = await self.hooks.on_chat_error(failure.error, ctx)
         error = replacement if isinstance(replacement, BaseException) else failure.error

@@ -130,7 +130,7 @@ class TurnRunner:
             usage=outcome.usage,
         )
         try:
-            await self.hooks.on_chat_response(ChatResponseResult(session=self.session, **fields))
+            await self.hooks.on_chat_response(ChatResponseResult(session=self.session, body=handle.body, **fields))
         except asyncio.CancelledError:
             if not _absorb_cancel(handle):
                 raise
@@ -157,7 +157,7 @@ class TurnRunner:
                 raise
             except Exception as exc:
                 failure = TurnFailed(exc, "persist")
-                return await self.recovery.fail(failure, request_id, builder, persisted=False), None
+                return await self.recovery.fail(failure, request_id, builder, persisted=False, body=body), None
             outcome = await self.recovery.run_with_overflow_recovery(request, request_id, body, builder)
             message = await self._persist(builder)
             # A cancel arriving now (the answer is already persisted) ends here as well.

@@ -353,11 +353,6 @@ class Session:
     def active_request_ids(self) -> list[str]:
         return list(self._runner.active)
 
-    def turn_body(self, request_id: str) -> dict[str, Any] | None:
-        """The ``body`` of the running turn ``request_id``, or ``None``."""
-        handle = self._runner.active.get(request_id)
-        return handle.body if handle is not None else None
-
     def _assert_not_nested(self, what: str) -> None:
         self._runner.assert_not_nested(what)
 

@@ -42,6 +42,7 @@ async def stream_step(
     invalid_inputs: dict[str, str],
     emit_chunk: Callable[[ChunkContext], None],
     observers: tuple[Any, ...],
+    body: dict[str, Any] | None = None,
 ) -> StepResult:
     """Stream ``request`` to ``model`` and return the finished step (tools not yet run).
     Raises :class:`StepStreamError` when the stream fails."""
@@ -91,7 +92,7 @@ async def stream_step(
                 else:
                     continue
                 if observers:
-                    emit_chunk(ChunkContext(session, request_id, step_number, event))
+                    emit_chunk(ChunkContext(session, request_id, step_number, event, body))
     except asyncio.CancelledError:
         raise
     except Exception as exc:
@@ -102,6 +103,7 @@ async def stream_step(
         session=session,
         request_id=request_id,
         step_number=step_number,
+        body=body,
         finish_reason=finish.finish_reason if finish else "other",
         text="".join(text),
         reasoning_text="".join(reasoning),

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict
 
+from .errors import UnknownSubmission
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .turn import TurnRequest
@@ -196,7 +197,7 @@ class SubmissionQueue:
             while True:
                 row = await self.db.get_submission(self.session_id, submission_id)
                 if row is None:
-                    raise KeyError(submission_id)
+                    raise UnknownSubmission(submission_id, self.session_id)
                 if row.status not in ("pending", "running"):
                     return row
                 # Our own drain signals; a submission another process runs is polled.

@@ -1,4 +1,4 @@
-"""Running the tool calls of a step (DESIGN §5): validation, ``before_tool_call``, execution
+"""Running the tool calls of a step: validation, ``before_tool_call``, execution
 (or block / substitute), ``after_tool_call`` and the ``tool-result`` chunk, per call.
 
 Calls of one step run concurrently. Whatever goes wrong with a call — an unknown tool,
@@ -15,7 +15,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
@@ -23,11 +23,17 @@ from pydantic_core import to_jsonable_python
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
 from .tools import Tool, ToolInputError
-from .types import ChunkContext, ToolCallContext, ToolCallResultContext
+from .types import (
+    ChunkContext,
+    SessionView,
+    ToolCallContext,
+    ToolCallResultContext,
+    ToolDecisionAction,
+)
 from .ui_stream import AssistantMessageBuilder
 
 if TYPE_CHECKING:
-    from .dispatch import HookRelay
+    from .dispatch import HookDispatcher
 
 logger = logging.getLogger("think.tools")
 
@@ -40,7 +46,7 @@ class ToolOutcome:
 
     call: ToolCallRequest
     output: Any = None
-    error: Optional[str] = None
+    error: str | None = None
     pending: bool = False
 
 
@@ -49,17 +55,19 @@ class ToolCallRunner:
 
     :param approved: ids of ``needs_approval`` calls a human approved (they run; others wait).
     :param invalid_inputs: raw arguments of calls whose input was not a JSON object, by call id.
+    :param body: the turn's body, handed to the hooks on every context.
     """
 
     def __init__(
         self,
-        session: Any,
+        session: SessionView,
         request_id: str,
-        hooks: "HookRelay",
+        hooks: HookDispatcher,
         builder: AssistantMessageBuilder,
         *,
         approved: frozenset[str] = frozenset(),
-        invalid_inputs: Optional[dict[str, str]] = None,
+        invalid_inputs: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
     ) -> None:
         self.session = session
         self.request_id = request_id
@@ -67,6 +75,7 @@ class ToolCallRunner:
         self.builder = builder
         self.approved = approved
         self.invalid_inputs = invalid_inputs if invalid_inputs is not None else {}
+        self.body = body
 
     async def run_all(
         self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, Tool], messages: list[ModelMessage]
@@ -82,7 +91,7 @@ class ToolCallRunner:
         invalid_raw = self.invalid_inputs.get(call.id)
         model_input = call.input
         started = time.perf_counter()
-        decision = "allow"
+        decision: ToolDecisionAction = "allow"
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
             return await self._finish(
@@ -108,6 +117,7 @@ class ToolCallRunner:
         ctx = ToolCallContext(
             session=self.session,
             request_id=self.request_id,
+            body=self.body,
             step_number=step_number,
             tool_call_id=call.id,
             tool_name=call.name,
@@ -142,6 +152,8 @@ class ToolCallRunner:
 
     async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
         function = tool.function
+        if function is None:  # a client tool: its calls wait for the client and never get here
+            raise TypeError(f"tool {tool.name!r} has no implementation to run")
         if tool.is_generator:
             last: Any = None
             observers = self.hooks.chunk_observers
@@ -152,7 +164,7 @@ class ToolCallRunner:
                     self.hooks.emit_chunk(
                         ChunkContext(
                             self.session, self.request_id, step_number,
-                            ToolResult(call.id, call.name, value, preliminary=True),
+                            ToolResult(call.id, call.name, value, preliminary=True), self.body,
                         )
                     )
             return last
@@ -169,13 +181,13 @@ class ToolCallRunner:
         self,
         step_number: int,
         call: ToolCallRequest,
-        tool: Optional[Tool],
+        tool: Tool | None,
         messages: list[ModelMessage],
         started: float,
-        decision: str,
+        decision: ToolDecisionAction,
         *,
         output: Any = None,
-        error: Optional[str] = None,
+        error: str | None = None,
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
@@ -187,6 +199,7 @@ class ToolCallRunner:
             ToolCallResultContext(
                 session=self.session,
                 request_id=self.request_id,
+                body=self.body,
                 step_number=step_number,
                 tool_call_id=call.id,
                 tool_name=call.name,
@@ -202,7 +215,9 @@ class ToolCallRunner:
         )
         if self.hooks.chunk_observers:
             self.hooks.emit_chunk(
-                ChunkContext(self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error))
+                ChunkContext(
+                    self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error), self.body
+                )
             )
         return ToolOutcome(call, output=output, error=error)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from .errors import UnknownToolCall
 from .messages import PENDING_TOOL_STATES, is_tool_part
 
 Settle = Callable[[dict[str, Any]], bool]
@@ -69,4 +70,4 @@ async def apply_answer(db: Any, session_id: str, tool_call_id: str, settle: Sett
             return False  # already answered: a repeated answer is ignored
         await db.upsert_message(session_id, message)
         return not any(is_tool_part(p) and p.get("state") in WAITING_STATES for p in message.parts)
-    raise KeyError(f"no tool call {tool_call_id!r} in session {session_id!r}")
+    raise UnknownToolCall(tool_call_id, session_id)

@@ -44,6 +44,7 @@ from .types import (
     StepConfig,
     StepContext,
     StepResult,
+    StepToolResult,
     TurnConfig,
     TurnContext,
     UIMessage,
@@ -51,7 +52,7 @@ from .types import (
 from .ui_stream import AssistantMessageBuilder, Emit
 
 if TYPE_CHECKING:
-    from .dispatch import HookRelay
+    from .dispatch import HookDispatcher
     from .store import AsyncStore
 
 logger = logging.getLogger("think.turn")
@@ -90,7 +91,7 @@ class TurnRequest:
 class TurnDeps:
     """What a turn uses, given once: hooks, store, the agent's tools, prompt, model and policies."""
 
-    hooks: HookRelay
+    hooks: HookDispatcher
     db: AsyncStore
     tools: Mapping[str, Tool]
     system: str
@@ -176,7 +177,9 @@ class Turn:
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
-        self.tool_runner = ToolCallRunner(session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs)
+        self.tool_runner = ToolCallRunner(
+            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body
+        )
 
     # ------------------------------------------------------------------------------------
     def base_tools(self) -> dict[str, Tool]:
@@ -199,7 +202,7 @@ class Turn:
             return None
         builder = AssistantMessageBuilder.resume(message, self.builder._emit)
         runner = ToolCallRunner(
-            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved)
+            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved), body=self.body
         )
         await runner.run_all(0, approved, self.base_tools(), list(self.history))
         return builder.message(message.metadata)
@@ -289,6 +292,7 @@ class Turn:
             steps=list(self.steps),
             model=plan.model,
             messages=messages,
+            body=self.body,
         )
         try:
             step_config = await self.hooks.before_step(step_ctx) or StepConfig()
@@ -312,7 +316,7 @@ class Turn:
         ``on_step_finish``."""
         settled = [o for o in outcomes if not o.pending]
         step.tool_results = [
-            {"tool_call_id": o.call.id, "tool_name": o.call.name, "output": o.output, "error": o.error}
+            StepToolResult(tool_call_id=o.call.id, tool_name=o.call.name, output=o.output, error=o.error)
             for o in settled
         ]
         self.builder.finish_step()
@@ -374,6 +378,7 @@ class Turn:
                     invalid_inputs=self.invalid_inputs,
                     emit_chunk=self.hooks.emit_chunk,
                     observers=observers,
+                    body=self.body,
                 )
             except StepStreamError as error:
                 failure = TurnFailed(error.error, "stream", error.streamed)
@@ -382,7 +387,11 @@ class Turn:
                 failure.classification = await self.hooks.classify_chat_error(
                     failure.error,
                     ChatErrorContext(
-                        session=self.session, request_id=self.request_id, stage="stream", messages_persisted=True
+                        session=self.session,
+                        request_id=self.request_id,
+                        stage="stream",
+                        messages_persisted=True,
+                        body=self.body,
                     ),
                 )
                 failure.classified = True

@@ -1,14 +1,17 @@
-"""The typed objects that cross the plugin boundary (DESIGN §4).
+"""The typed objects that cross the plugin boundary.
 
-Field names are the public contract. Contexts carry the live ``session`` object (``id``,
-``settings``, ``state``, ``state_for(plugin)``) and the ``request_id`` of the turn.
+Field names are the public contract. Every context carries the turn's ``session`` (seen through
+:class:`SessionView`: ``id``, ``settings``, ``state``, ``state_for(plugin)``), the
+``request_id`` of the turn and its ``body`` (the extra client data the entry point was given),
+so a hook never needs to reach back into the session for what its turn is about.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Protocol, get_args, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator
 
 from .events import Chunk, Usage
 from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
@@ -19,20 +22,55 @@ Trigger = Literal[
 TurnStatus = Literal["completed", "error", "aborted", "skipped"]
 ErrorStage = Literal["parse", "persist", "turn", "stream"]
 ErrorClassification = Literal["context_overflow", "rate_limit", "transient", "fatal", "unknown"]
-ERROR_CLASSIFICATIONS: tuple[str, ...] = (
-    "context_overflow",
-    "rate_limit",
-    "transient",
-    "fatal",
-    "unknown",
-)
+ERROR_CLASSIFICATIONS: tuple[str, ...] = get_args(ErrorClassification)
+
+
+@runtime_checkable
+class SessionView(Protocol):
+    """What a hook sees of the session its turn belongs to.
+
+    ``settings`` are the agent's per-plugin settings (a mapping of plugin name to section);
+    ``state`` is a dict shared by every plugin in this session; ``state_for(plugin)`` is a dict
+    private to one plugin (pass the plugin object or its name) in this session, so a plugin
+    instance shared by concurrent sessions keeps their state apart.
+    """
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def settings(self) -> Mapping[str, Any]: ...
+
+    @property
+    def state(self) -> dict[str, Any]: ...
+
+    def state_for(self, plugin: object) -> dict[str, Any]: ...
+
+
+# The live session object is passed through as it is: validating it would copy or reject it.
+_SessionField = Annotated[SessionView, SkipValidation]
 
 
 class _Context(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    session: Any = Field(repr=False)
+    session: _SessionField = Field(repr=False)
     request_id: str
+    body: dict[str, Any] | None = None
+    """The turn's extra client data (``body=`` of the entry point, a request's extra fields), or
+    ``None``. A continuation without a body of its own sees the body of the turn it continues."""
+
+
+ToolPartState = Literal[
+    "input-streaming",
+    "input-available",
+    "approval-requested",
+    "approval-responded",
+    "output-available",
+    "output-error",
+    "output-denied",
+]
+"""The ``state`` of a ``tool-<name>`` part of a :class:`UIMessage`, as the AI SDK spells it."""
 
 
 class UIMessage(BaseModel):
@@ -40,13 +78,14 @@ class UIMessage(BaseModel):
 
     ``parts`` are plain dicts so they round-trip with AI SDK front ends: ``{"type": "text",
     "text": ...}``, ``{"type": "reasoning", "text": ...}``, ``{"type": "step-start"}`` and
-    ``{"type": "tool-<name>", "toolCallId", "state", "input", "output", "errorText"}``.
+    ``{"type": "tool-<name>", "toolCallId", "state", "input", "output", "errorText"}`` with a
+    ``state`` from :data:`ToolPartState`.
     """
 
     id: str
     role: Literal["user", "assistant", "system"]
     parts: list[dict[str, Any]] = Field(default_factory=list)
-    metadata: Optional[dict[str, Any]] = None
+    metadata: dict[str, Any] | None = None
 
     @field_validator("parts")
     @classmethod
@@ -78,7 +117,6 @@ class TurnContext(_Context):
     tools: dict[str, Any]
     model: Any
     continuation: bool = False
-    body: Optional[dict[str, Any]] = None
 
 
 class TurnConfig(BaseModel):
@@ -91,22 +129,22 @@ class TurnConfig(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     model: Any = None
-    system: Optional[str] = None
-    messages: Optional[list[ModelMessage]] = None
-    tools: Optional[list[Any]] = None
-    active_tools: Optional[list[str]] = None
-    tool_choice: Optional[ToolChoice] = None
-    max_steps: Optional[int] = None
-    send_reasoning: Optional[bool] = None
+    system: str | None = None
+    messages: list[ModelMessage] | None = None
+    tools: list[Any] | None = None
+    active_tools: list[str] | None = None
+    tool_choice: ToolChoice | None = None
+    max_steps: int | None = None
+    send_reasoning: bool | None = None
     output: Any = None
-    temperature: Optional[float] = None
-    top_p: Optional[float] = None
-    max_output_tokens: Optional[int] = None
-    stop: Optional[list[str]] = None
-    seed: Optional[int] = None
-    timeout: Optional[float] = None
-    headers: Optional[dict[str, str]] = None
-    provider_options: Optional[dict[str, Any]] = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_output_tokens: int | None = None
+    stop: list[str] | None = None
+    seed: int | None = None
+    timeout: float | None = None
+    headers: dict[str, str] | None = None
+    provider_options: dict[str, Any] | None = None
 
     def call_settings(self, base: CallSettings) -> CallSettings:
         """``base`` with this config's call settings laid over it."""
@@ -118,20 +156,37 @@ class TurnConfig(BaseModel):
         return base.model_copy(update=overrides) if overrides else base
 
 
+class StepToolResult(BaseModel):
+    """One settled tool call of a step: its ``output``, or the ``error`` text the model got
+    (``output`` is then ``None``). Calls still waiting for a client result or an approval are
+    not listed."""
+
+    tool_call_id: str
+    tool_name: str
+    output: Any = None
+    error: str | None = None
+
+
 class StepResult(_Context):
-    """Argument of ``on_step_finish``; also the items of ``StepContext.steps``."""
+    """Argument of ``on_step_finish``; also the items of ``StepContext.steps``.
+
+    ``tool_results`` also accepts dicts of :class:`StepToolResult`'s fields, validated into it
+    (on assignment too).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=True)
 
     step_number: int
     finish_reason: str = "stop"
     text: str = ""
     reasoning_text: str = ""
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
-    tool_results: list[dict[str, Any]] = Field(default_factory=list)
+    tool_results: list[StepToolResult] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
-    model_id: Optional[str] = None
-    response_id: Optional[str] = None
+    model_id: str | None = None
+    response_id: str | None = None
     warnings: list[str] = Field(default_factory=list)
-    provider_metadata: Optional[dict[str, Any]] = None
+    provider_metadata: dict[str, Any] | None = None
 
 
 class StepContext(_Context):
@@ -149,25 +204,34 @@ class StepConfig(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     model: Any = None
-    active_tools: Optional[list[str]] = None
-    tool_choice: Optional[ToolChoice] = None
-    system: Optional[str] = None
-    messages: Optional[list[ModelMessage]] = None
+    active_tools: list[str] | None = None
+    tool_choice: ToolChoice | None = None
+    system: str | None = None
+    messages: list[ModelMessage] | None = None
 
 
 class ChunkContext:
     """Argument of ``on_chunk``. A slotted plain class, not a pydantic model: one is built per
     streamed token. ``chunk`` is a :mod:`think_core.events` object with a ``type`` of
     ``text-delta``, ``reasoning-delta``, ``tool-input-start``, ``tool-input-delta``,
-    ``tool-call`` or ``tool-result``."""
+    ``tool-call`` or ``tool-result``; ``session``, ``request_id`` and ``body`` are as on every
+    other context."""
 
-    __slots__ = ("session", "request_id", "step_number", "chunk")
+    __slots__ = ("session", "request_id", "step_number", "chunk", "body")
 
-    def __init__(self, session: Any, request_id: str, step_number: int, chunk: Chunk) -> None:
+    def __init__(
+        self,
+        session: SessionView,
+        request_id: str,
+        step_number: int,
+        chunk: Chunk,
+        body: dict[str, Any] | None = None,
+    ) -> None:
         self.session = session
         self.request_id = request_id
         self.step_number = step_number
         self.chunk = chunk
+        self.body = body
 
     def __repr__(self) -> str:
         return f"ChunkContext(request_id={self.request_id!r}, step_number={self.step_number}, chunk={self.chunk!r})"
@@ -192,17 +256,17 @@ class ToolCallDecision(BaseModel):
     :func:`substitute`."""
 
     action: ToolDecisionAction
-    input: Optional[dict[str, Any]] = None
-    reason: Optional[str] = None
+    input: dict[str, Any] | None = None
+    reason: str | None = None
     output: Any = None
 
 
-def allow(input: Optional[dict[str, Any]] = None) -> ToolCallDecision:
+def allow(input: dict[str, Any] | None = None) -> ToolCallDecision:
     """Run the tool, with ``input`` instead of the model's input when given."""
     return ToolCallDecision(action="allow", input=input)
 
 
-def block(reason: Optional[str] = None) -> ToolCallDecision:
+def block(reason: str | None = None) -> ToolCallDecision:
     """Do not run the tool; the model receives ``reason`` (or a default sentence) as the output."""
     return ToolCallDecision(action="block", reason=reason)
 
@@ -224,7 +288,7 @@ class ToolCallResultContext(_Context):
     messages: list[ModelMessage] = Field(default_factory=list)
     success: bool
     output: Any = None
-    error: Optional[str] = None
+    error: str | None = None
     duration_ms: float = 0.0
     decision: ToolDecisionAction = "allow"
 
@@ -235,7 +299,7 @@ class ChatResponseResult(_Context):
     message: UIMessage
     status: Literal["completed", "error", "aborted"]
     continuation: bool = False
-    error: Optional[str] = None
+    error: str | None = None
     output: Any = None
     usage: Usage = Field(default_factory=Usage)
 
@@ -245,7 +309,7 @@ class ChatErrorContext(_Context):
 
     stage: ErrorStage
     messages_persisted: bool = False
-    classification: Optional[ErrorClassification] = None
+    classification: ErrorClassification | None = None
 
 
 class TurnResult(BaseModel):
@@ -255,9 +319,9 @@ class TurnResult(BaseModel):
 
     request_id: str
     status: TurnStatus
-    message: Optional[UIMessage] = None
+    message: UIMessage | None = None
     continuation: bool = False
-    error: Optional[str] = None
+    error: str | None = None
     output: Any = None
     usage: Usage = Field(default_factory=Usage)
 

@@ -49,9 +49,10 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from contextlib import closing
-from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Literal, Mapping, Optional, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import to_jsonable_python
@@ -84,9 +85,9 @@ class ToolCacheSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     backend: Literal["memory", "sqlite"] = "memory"
-    path: Optional[str] = None
+    path: str | None = None
     """SQLite file (required for ``backend = "sqlite"``)."""
-    ttl_seconds: Optional[float] = Field(default=300.0, gt=0)
+    ttl_seconds: float | None = Field(default=300.0, gt=0)
     """Seconds an entry stays valid; ``None`` keeps entries until evicted or invalidated."""
     max_entries: int = Field(default=1024, gt=0)
     allow: list[str] = []
@@ -96,7 +97,7 @@ class ToolCacheSettings(BaseModel):
     busy_timeout_ms: int = Field(default=5000, ge=0)
 
     @model_validator(mode="after")
-    def _sqlite_needs_path(self) -> "ToolCacheSettings":
+    def _sqlite_needs_path(self) -> ToolCacheSettings:
         if self.backend == "sqlite" and not self.path:
             raise ValueError('backend "sqlite" needs a "path"')
         return self
@@ -112,9 +113,6 @@ class CacheStats:
     invalidations: int = 0
     evictions: int = 0
     expirations: int = 0
-
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
 
 
 def canonical_json(value: Any) -> str:
@@ -147,9 +145,9 @@ class Backend(Protocol):
 
     def get(self, scope: str, key: str, now: float) -> Lookup: ...
     def put(
-        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+        self, scope: str, key: str, value_json: str, expires_at: float | None, generation: int
     ) -> tuple[bool, int]: ...
-    def invalidate(self, scope: Optional[str]) -> None: ...
+    def invalidate(self, scope: str | None) -> None: ...
 
 
 class MemoryBackend:
@@ -157,7 +155,7 @@ class MemoryBackend:
 
     def __init__(self, max_entries: int) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[tuple[str, str], tuple[str, Optional[float]]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], tuple[str, float | None]] = OrderedDict()
         self._generations: dict[str, int] = {}
 
     def get(self, scope: str, key: str, now: float) -> Lookup:
@@ -176,7 +174,7 @@ class MemoryBackend:
         return self._generations.get(scope, 0)
 
     def put(
-        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+        self, scope: str, key: str, value_json: str, expires_at: float | None, generation: int
     ) -> tuple[bool, int]:
         if self.generation(scope) != generation:
             return False, 0
@@ -188,7 +186,7 @@ class MemoryBackend:
             evicted += 1
         return True, evicted
 
-    def invalidate(self, scope: Optional[str]) -> None:
+    def invalidate(self, scope: str | None) -> None:
         if scope is None:
             self._entries.clear()
             scopes = set(self._generations) | {GLOBAL_SCOPE}
@@ -287,7 +285,7 @@ class SQLiteBackend:
         return row[0] if row else 0
 
     def put(
-        self, scope: str, key: str, value_json: str, expires_at: Optional[float], generation: int
+        self, scope: str, key: str, value_json: str, expires_at: float | None, generation: int
     ) -> tuple[bool, int]:
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")
@@ -311,7 +309,7 @@ class SQLiteBackend:
                 raise
         return True, max(evicted, 0)
 
-    def invalidate(self, scope: Optional[str]) -> None:
+    def invalidate(self, scope: str | None) -> None:
         with closing(self._connect()) as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -409,13 +407,13 @@ class ToolCache:
             return await asyncio.to_thread(fn, *args)
         return fn(*args)
 
-    def _pending(self, ctx: Any) -> "OrderedDict[str, _Pending]":
+    def _pending(self, ctx: Any) -> OrderedDict[str, _Pending]:
         state = ctx.session.state_for(self)
         return state.setdefault("pending", OrderedDict())
 
     # -- hooks --------------------------------------------------------------------------------
     @hookimpl(trylast=True)
-    async def before_tool_call(self, ctx: ToolCallContext) -> Optional[ToolCallDecision]:
+    async def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
         """Answer from the cache on a hit; on a miss remember the key for ``after_tool_call``."""
         if not self.is_cacheable(ctx.tool_name, ctx.tool):
             return None

@@ -45,7 +45,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from think_core import ChatErrorContext, ProviderError, hookimpl
 
@@ -330,13 +330,13 @@ _RETRY_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")  # Gemini RetryInfo "34.4
 
 @dataclass(frozen=True)
 class _Facts:
-    status: Optional[int]
+    status: int | None
     codes: frozenset[str]  # lower-cased code / type / status strings
     text: str
-    retry_after: Optional[float]  # seconds the server asked us to wait, if it said
+    retry_after: float | None  # seconds the server asked us to wait, if it said
 
 
-def _as_int_status(value: Any) -> Optional[int]:
+def _as_int_status(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int) and 100 <= value <= 599:
@@ -400,7 +400,7 @@ def _walk_body(body: Any, codes: set[str], statuses: list[int], delays: list[flo
             _walk_body(nested, codes, statuses, delays)
 
 
-def _retry_after_from_headers(headers: Any) -> Optional[float]:
+def _retry_after_from_headers(headers: Any) -> float | None:
     if not isinstance(headers, Mapping):
         return None
     lowered = {str(k).lower(): v for k, v in headers.items()}
@@ -417,8 +417,8 @@ def _facts(error: Any) -> _Facts:
     statuses: list[int] = []
     delays: list[float] = []
     parts: list[str] = []
-    status: Optional[int] = None
-    retry_after: Optional[float] = None
+    status: int | None = None
+    retry_after: float | None = None
 
     if isinstance(error, BaseException):
         # ProviderError, and duck-typed SDK exceptions (openai/anthropic APIStatusError carry
@@ -470,7 +470,7 @@ def _is_empty_error(error: Any) -> bool:
 def _exception_chain(error: BaseException) -> Iterable[BaseException]:
     """The error and its explicit causes (``raise ProviderError(...) from exc``)."""
     seen: set[int] = set()
-    current: Optional[BaseException] = error
+    current: BaseException | None = error
     while current is not None and id(current) not in seen and len(seen) < 8:
         seen.add(id(current))
         yield current
@@ -505,7 +505,7 @@ def _overflow(facts: _Facts, error: Any) -> bool:
     return _OVERFLOW_PATTERNS.search(facts.text) is not None
 
 
-def default_context_overflow_classifier(error: Any) -> Optional[Literal["context_overflow"]]:
+def default_context_overflow_classifier(error: Any) -> Literal["context_overflow"] | None:
     """Return ``"context_overflow"`` if ``error`` says the prompt does not fit the model's
     context window, else ``None``.
 
@@ -516,7 +516,7 @@ def default_context_overflow_classifier(error: Any) -> Optional[Literal["context
     return "context_overflow" if _overflow(_facts(error), error) else None
 
 
-def classify_error(error: Any) -> Optional[Classification]:
+def classify_error(error: Any) -> Classification | None:
     """Classify a turn error; ``None`` when nothing is recognised.
 
     Order: context overflow; billing/quota and hopeless waits (fatal, even when sent as 429);
@@ -568,6 +568,6 @@ class OverflowClassifier:
 
     @hookimpl(trylast=True)
     def classify_chat_error(
-        self, error: BaseException, ctx: Optional[ChatErrorContext]
-    ) -> Optional[Classification]:
+        self, error: BaseException, ctx: ChatErrorContext | None
+    ) -> Classification | None:
         return classify_error(error)

@@ -25,7 +25,8 @@ and lists the tools that may still run, so the model can pick another tool or an
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -87,7 +88,7 @@ class ReadOnlyGuard:
         """Read-only mode set by the operator (settings or environment), whatever the turn says."""
         return self.settings.enabled or _truthy(os.environ.get(ENV_VAR, ""))
 
-    def is_read_only(self, body: Optional[Mapping[str, Any]]) -> bool:
+    def is_read_only(self, body: Mapping[str, Any] | None) -> bool:
         """Whether a turn with ``body`` runs in read-only mode."""
         if self.operator_enabled():
             return True
@@ -112,12 +113,12 @@ class ReadOnlyGuard:
         return None
 
     @hookimpl(tryfirst=True)
-    def before_tool_call(self, ctx: ToolCallContext) -> Optional[ToolCallDecision]:
+    def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
         """Block the call when read-only mode is on and the tool is not read-only."""
         annotations = getattr(ctx.tool, "annotations", None)
         if getattr(annotations, "read_only", False) or ctx.tool_name in self.settings.allow:
             return None
-        if not self.is_read_only(ctx.session.turn_body(ctx.request_id)):
+        if not self.is_read_only(ctx.body):
             return None
         return block(self._reason(ctx))
 

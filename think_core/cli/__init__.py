@@ -1,35 +1,45 @@
-"""The ``think`` command line. Each subcommand lives in its own module and registers itself
-through :func:`add_parser` / ``run``."""
+"""The ``think`` command line.
+
+Built-in subcommands live in the modules of this package (each defines ``add_arguments(parser)``
+and ``run(args)``). Plugins add theirs through the ``register_commands`` hook: the command line
+asks the entry-point plugins an agent started here would load, so it never imports a plugin by
+name. A command's parser carries the function to run as its ``func`` default.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import inspect
 import sys
+from collections.abc import Callable, Sequence
 
-# module name under think_core.cli → subcommand; each module defines add_arguments(parser) and run(args)
+from ..dispatch import HookDispatcher
+from ..errors import ConfigurationError
+from ..plugins import ThinkPluginManager, build_plugin_manager
+from .config import load_config
+
+__all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command"]
+
+# subcommand → module under think_core.cli
 _COMMANDS = {
     "demo": "demo",
     "run": "run",
     "chat": "chat",
     "serve": "serve",
     "plugins": "plugins_cmd",
-    "analytics": "analytics_cmd",
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(*, plugin_commands: bool = True) -> argparse.ArgumentParser:
+    """The ``think`` parser: the built-in commands, and the plugins' unless ``plugin_commands``
+    is false (which spares importing the plugins when a built-in command is run)."""
     parser = argparse.ArgumentParser(prog="think", description="think: a pluggy-based agent turn engine")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command, module_name in _COMMANDS.items():
-        try:
-            module = importlib.import_module(f"{__name__}.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"{__name__}.{module_name}":
-                continue  # not built yet
-            raise
+        module = importlib.import_module(f"{__name__}.{module_name}")
         doc = (module.__doc__ or "").strip().splitlines()
         sp = sub.add_parser(
             command,
@@ -38,17 +48,56 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the examples' lines
         )
         module.add_arguments(sp)
-        sp.set_defaults(_run=module.run)
+        sp.set_defaults(func=module.run)
+    if plugin_commands:
+        pm = _command_plugins()
+        if pm is not None:
+            add_plugin_commands(sub, pm)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def _command_plugins() -> ThinkPluginManager | None:
+    """The entry-point plugins an agent started here would load (environment and think.toml
+    applied), whose commands the command line offers; ``None`` when the configuration is bad
+    (reported on stderr: the built-in commands still work, and say what is wrong)."""
+    try:
+        config = load_config(None)
+        return build_plugin_manager(disable=config.think.disable, settings=config.plugins)
+    except ConfigurationError as exc:
+        print(f"think: plugin commands are unavailable: {exc}", file=sys.stderr)
+        return None
+
+
+def add_plugin_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], pm: ThinkPluginManager
+) -> None:
+    """Fire ``register_commands`` on the plugins of ``pm``."""
+    HookDispatcher(pm).register_commands(subparsers)
+
+
+def plugin_command(pm: ThinkPluginManager, argv: Sequence[str]) -> Callable[[], object] | None:
+    """The plugin command ``argv`` (``["analytics", "report", ...]``) of the plugins of ``pm``,
+    parsed and ready to call; ``None`` when none of them offers ``argv[0]``."""
+    parser = argparse.ArgumentParser(prog="think")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_plugin_commands(sub, pm)
+    if not argv or argv[0] not in sub.choices:
+        return None
+    args = parser.parse_args(list(argv))
+    func = getattr(args, "func", None)
+    return None if func is None else functools.partial(func, args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    parser = build_parser(plugin_commands=command not in _COMMANDS)
     args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
+    func = getattr(args, "func", None)
+    if func is None:
         parser.print_help()
         return 2
-    result = args._run(args)
+    result = func(args)
     if inspect.iscoroutine(result):
         result = asyncio.run(result)
     return int(result or 0)

@@ -13,11 +13,13 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any, Awaitable, Callable, Optional
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 from ..messages import is_tool_part, tool_name_of
 from ..session import Session
+from ..types import ToolPartState
 from .common import add_agent_arguments
 from .serve import add_plugin_arguments, agent_from_args
 
@@ -104,7 +106,7 @@ def _escape(text: str) -> str:
 class ChatREPL:
     """The read-eval-print loop; ``read_line`` returns ``None`` at end of input."""
 
-    def __init__(self, session: Session, console: Any, read_line: Callable[[str], Awaitable[Optional[str]]]) -> None:
+    def __init__(self, session: Session, console: Any, read_line: Callable[[str], Awaitable[str | None]]) -> None:
         self.session = session
         self.console = console
         self.read_line = read_line
@@ -150,7 +152,8 @@ class ChatREPL:
             self.console.print(f"[{style}]{message.role}[/]: {_escape(message.text)}", highlight=False)
             for part in message.parts:
                 if is_tool_part(part):
-                    outcome = part.get("output") if part.get("state") == "output-available" else part.get("errorText") or part.get("state")
+                    state: ToolPartState | None = part.get("state")
+                    outcome = part.get("output") if state == "output-available" else part.get("errorText") or state
                     self.console.print(f"    [cyan]{tool_name_of(part)}[/] {_escape(_short(part.get('input')))} → {_escape(_short(outcome))}", highlight=False)
 
     async def turn(self, text: str) -> None:
@@ -175,7 +178,7 @@ class ChatREPL:
             self.console.print("\n[yellow](stopped)[/]")
 
 
-async def _read_line(prompt: str) -> Optional[str]:
+async def _read_line(prompt: str) -> str | None:
     try:
         return await asyncio.to_thread(input, prompt)
     except EOFError:

@@ -7,8 +7,8 @@ import os
 from typing import Any
 
 from ..agent import Think
-from .config import load_config
 from ..errors import ConfigurationError
+from .config import load_config
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
 DEMO_MODEL = "demo"  # the offline scripted model and tools of `think demo`

@@ -9,16 +9,30 @@ analytics records everything and the summary is printed at the end.
 from __future__ import annotations
 
 import argparse
+import inspect
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .. import ProviderError, hookimpl, tool
+from .. import (
+    ChatErrorContext,
+    ChatResponseResult,
+    ChunkContext,
+    ProviderError,
+    SessionView,
+    StepContext,
+    StepResult,
+    ToolCallResultContext,
+    TurnContext,
+    hookimpl,
+    tool,
+)
 from ..agent import Think
 from ..compaction import SUMMARY_SYSTEM
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step, call
+from . import plugin_command
 
 CITIES = {"lisbon": ("Lisbon", 21, "sunny"), "oslo": ("Oslo", -3, "snowing"), "tokyo": ("Tokyo", 12, "clear")}
 
@@ -112,36 +126,36 @@ class Timeline:
         self.events.append(((time.perf_counter() - self.started) * 1000, hook, detail))
 
     @hookimpl
-    def configure_session(self, session):
+    def configure_session(self, session: SessionView) -> None:
         self._add("configure_session", f"session {session.id!r}")
 
     @hookimpl
-    def before_turn(self, ctx):
+    def before_turn(self, ctx: TurnContext) -> None:
         self._add("before_turn", f"trigger={ctx.trigger} body={ctx.body}")
 
     @hookimpl
-    def classify_chat_error(self, error, ctx):
+    def classify_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> None:
         self._add("classify_chat_error", f"stage={ctx.stage}: {error}")
 
     @hookimpl
-    def before_step(self, ctx):
+    def before_step(self, ctx: StepContext) -> None:
         self._add("before_step", f"step {ctx.step_number}, {len(ctx.messages)} messages")
 
     @hookimpl
-    def on_chunk(self, ctx):
+    def on_chunk(self, ctx: ChunkContext) -> None:
         self.chunks += 1
 
     @hookimpl
-    def after_tool_call(self, ctx):
+    def after_tool_call(self, ctx: ToolCallResultContext) -> None:
         self._add("after_tool_call", f"{ctx.tool_name}({ctx.input}) → {ctx.decision}: {ctx.output!r}")
 
     @hookimpl
-    def on_step_finish(self, ctx):
+    def on_step_finish(self, ctx: StepResult) -> None:
         self._add("on_step_finish", f"step {ctx.step_number}: {ctx.finish_reason}, {ctx.usage.total_tokens} tokens, {self.chunks} chunks")
         self.chunks = 0
 
     @hookimpl
-    def on_chat_response(self, result):
+    def on_chat_response(self, result: ChatResponseResult) -> None:
         self._add("on_chat_response", f"status={result.status}")
 
     def drain(self) -> list[tuple[float, str, str]]:
@@ -163,10 +177,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from think_plugins.analytics import read_sqlite_points
-
-    from .analytics_cmd import print_summary, summarize
-
     workdir = Path(args.db).parent if args.db else Path(tempfile.mkdtemp(prefix="think-demo-"))
     db = Path(args.db) if args.db else workdir / "conversation.db"
     analytics_db = workdir / "analytics.db"
@@ -205,10 +215,16 @@ async def run(args: argparse.Namespace) -> int:
         stats = getattr(plugin, "stats", None)
         if stats is not None:
             out.note(f"{info.name} stats: {stats}")
-    summary = summarize(read_sqlite_points(analytics_db)) if analytics_db.exists() else None
-    if summary:
+    # The report is the analytics plugin's own command, found through register_commands.
+    report = plugin_command(
+        agent.plugin_manager,
+        ["analytics", "report", "--db", str(analytics_db), *(["--plain"] if args.plain else [])],
+    )
+    if report is not None and analytics_db.exists():
         out.note("\nanalytics summary (think analytics report):")
-        print_summary(summary, plain=args.plain)
+        outcome = report()
+        if inspect.isawaitable(outcome):
+            await outcome
     out.note(f"conversation stored in {db}")
     out.note(f"analytics stored in {analytics_db} (see: think analytics report --db {analytics_db})")
     return 0

@@ -12,9 +12,9 @@ import argparse
 import json
 import sys
 
-from .config import load_config
 from ..errors import ConfigurationError
 from ..plugins import PluginInfo, build_plugin_manager
+from .config import load_config
 
 # The keys of ``--json`` objects, in display order.
 FIELDS = ("name", "distribution", "version", "hooks", "status", "error")

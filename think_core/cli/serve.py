@@ -17,7 +17,8 @@ import contextlib
 import os
 import signal
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from ..agent import Think
 from ..errors import ConfigurationError

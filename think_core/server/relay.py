@@ -12,7 +12,13 @@ from typing import Any
 
 from ..session import Session
 from ..transcript import ClientTranscript
-from .frames import chunk_frame, done_frame, failed_frame, message_updated_frame, messages_frame
+from .frames import (
+    chunk_frame,
+    done_frame,
+    failed_frame,
+    message_updated_frame,
+    messages_frame,
+)
 from .hub import Connection, SessionHub
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from ..agent import Think
+from ..errors import UnknownToolCall
 from ..messages import new_id
 from ..transcript import ClientTranscript, ToolAnswer
 from . import frames as F
@@ -145,11 +146,11 @@ class ChatSocket:
             async for chunk in chunks:
                 relay.chunk(chunk)
         except Exception as exc:
-            text = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc) or type(exc).__name__
+            text = str(exc) or type(exc).__name__
             if requested or relay.started:
                 logger.exception("WebSocket turn %s of session %r failed", stream_id, self.session_id)
                 relay.failed(text)
-            elif isinstance(exc, KeyError):  # an answer to a call this session does not have
+            elif isinstance(exc, UnknownToolCall):
                 self.send(F.error_frame(text, "not_found"))
             else:
                 logger.exception("answering a tool call of session %r failed", self.session_id)

@@ -1,4 +1,4 @@
-"""Reports of the analytics plugin: ``think analytics report [--db PATH | --jsonl PATH] [--json]``.
+"""Reports of the analytics plugin: ``think analytics report [--db PATH | --jsonl PATH] [--json] [--plain]``.
 
 Reads the points written by the ``analytics`` plugin's SQLite sink (default
 ``think-analytics.db``) or JSONL sink and prints: calls per tool with outcomes, error rate and
@@ -6,6 +6,9 @@ p50/p95 duration; turns by status with p50/p95 latency and mean tokens per turn;
 rate. Percentiles use the nearest-rank method. Durations are over real executions (executed and
 failed calls): blocked and substituted calls take no time and would hide the tool's latency.
 Cache hits are substituted outcomes; the hit rate is hits over calls that were not blocked.
+
+The plugin adds the command to ``think`` through the ``register_commands`` hook
+(:func:`register`).
 """
 
 from __future__ import annotations
@@ -16,22 +19,38 @@ import math
 import sqlite3
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
+
+from .settings import DEFAULT_DB_PATH
+from .sinks import read_jsonl_points, read_sqlite_points
+
+__all__ = ["percentile", "print_summary", "register", "run", "summarize"]
 
 OUTCOMES = ("executed", "blocked", "substituted", "failed")
+USAGE = "usage: think analytics report [--db PATH | --jsonl PATH] [--json] [--plain]"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``think analytics report`` to the command line's sub-parsers."""
+    parser = subparsers.add_parser(
+        "analytics",
+        help=(__doc__ or "").strip().splitlines()[0],
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.set_defaults(func=run)
     sub = parser.add_subparsers(dest="analytics_command", metavar="ACTION")
     report = sub.add_parser("report", help="summarise recorded data points")
     source = report.add_mutually_exclusive_group()
-    source.add_argument("--db", help="SQLite file of the sqlite sink (default: think-analytics.db)")
+    source.add_argument("--db", help=f"SQLite file of the sqlite sink (default: {DEFAULT_DB_PATH})")
     source.add_argument("--jsonl", help="file of the jsonl sink")
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
+    report.add_argument("--plain", action="store_true", help="plain text tables (no colours)")
 
 
-def percentile(values: Iterable[float], pct: float) -> Optional[float]:
+def percentile(values: Iterable[float], pct: float) -> float | None:
     """Nearest-rank percentile; ``None`` for no values."""
     ordered = sorted(values)
     if not ordered:
@@ -40,7 +59,7 @@ def percentile(values: Iterable[float], pct: float) -> Optional[float]:
     return ordered[rank - 1]
 
 
-def summarize(points: Iterable[dict[str, Any]]) -> dict[str, Any]:
+def summarize(points: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The report as a JSON-able dict (the ``--json`` output)."""
     outcomes: dict[str, Counter[str]] = defaultdict(Counter)
     durations: dict[str, list[float]] = defaultdict(list)
@@ -153,15 +172,10 @@ def print_summary(summary: dict[str, Any], *, plain: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``think analytics report``: print the summary of a sink's file; 1 when it cannot be read."""
     if getattr(args, "analytics_command", None) != "report":
-        print("usage: think analytics report [--db PATH | --jsonl PATH] [--json]", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
-    from think_plugins.analytics import (
-        DEFAULT_DB_PATH,
-        read_jsonl_points,
-        read_sqlite_points,
-    )
-
     try:
         if args.jsonl:
             points = read_jsonl_points(args.jsonl)
@@ -178,5 +192,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print_summary(summary)
+        print_summary(summary, plain=args.plain)
     return 0

@@ -1,0 +1,1 @@
+"""Plugins that end the process while they load."""
