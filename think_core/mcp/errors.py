@@ -1,0 +1,22 @@
+"""The errors of MCP tools. Raised from a tool call, they become error results the model reads."""
+
+from __future__ import annotations
+
+from ..errors import ConfigurationError
+
+__all__ = ["MCPServerError", "MCPToolError", "MissingMCPExtra"]
+
+
+class MCPToolError(RuntimeError):
+    """The server answered a call with an error (an ``isError`` result or a protocol error)."""
+
+
+class MCPServerError(RuntimeError):
+    """The server could not be started or reached, stopped, or did not answer in time."""
+
+
+class MissingMCPExtra(ConfigurationError):
+    """The ``mcp`` package is not installed."""
+
+    def __init__(self) -> None:
+        super().__init__("MCP servers need the 'mcp' package: pip install 'think[mcp]'")
