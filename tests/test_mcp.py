@@ -301,6 +301,21 @@ async def test_a_call_that_takes_too_long_is_an_error_and_the_server_stays_usabl
     assert results(agent)["lookup"].output == {"result": "slow=blue (lookup #1)"}
 
 
+async def test_cancelling_a_turn_cancels_its_call_and_the_server_stays_usable(make_server) -> None:
+    started = CallStarted()
+    # The aborted turn plays only its first step; the next turn plays the rest.
+    steps = [Step(tool_calls=[call("sleep", {"seconds": 120})]), Step(tool_calls=[call("lookup", {"key": "cancel"})]), "done"]
+    agent = agent_with(steps, make_server(), plugins=(started,))
+    session = agent.session("s")
+    turn = asyncio.create_task(session.chat("wait", request_id="slow"))
+    await asyncio.wait_for(started.event.wait(), DEADLINE)
+    assert session.cancel("slow")
+    assert (await asyncio.wait_for(turn, DEADLINE)).status == "aborted"
+
+    await session.chat("colour?")
+    assert results(agent)["lookup"].output == {"result": "cancel=blue (lookup #1)"}
+
+
 async def test_a_server_that_cannot_start_fails_opening_the_session_clearly() -> None:
     server = MCPServer.stdio(sys.executable, ["-c", "import sys; sys.exit(3)"], name="broken")
     agent = agent_with(["unused"], server)

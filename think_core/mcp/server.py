@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import importlib.util
 import logging
 import os
@@ -153,8 +154,8 @@ class MCPServer:
             return await self._start()
 
     async def _start(self) -> "Connection":
-        try:
-            from . import connection
+        try:  # the SDK takes a second to import: not on the event loop, where other turns run
+            connection = await asyncio.to_thread(importlib.import_module, f"{__package__}.connection")
         except ImportError as exc:
             raise MissingMCPExtra() from exc
         kind, spec = self._transport
