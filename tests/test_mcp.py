@@ -4,6 +4,7 @@ and over streamable HTTP, driven by turns of the scripted model."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
 import os
 import signal
@@ -56,9 +57,9 @@ def _wait_for_port(port: int, proc: subprocess.Popen[str]) -> None:
 
 
 @contextmanager
-def _http_server_process() -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """tests/mcp_server.py serving streamable HTTP on a free loopback port."""
-    proc = subprocess.Popen([sys.executable, SERVER, "--http"], stdout=subprocess.PIPE, text=True)
+def _http_server_process(port: int = 0) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """tests/mcp_server.py serving streamable HTTP on a loopback port (a free one by default)."""
+    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         if not line.strip().isdigit():
@@ -289,6 +290,31 @@ async def test_an_http_server_killed_mid_call_is_a_clear_error(http_server) -> N
     assert "could not be reached: ConnectError" in results(agent)["lookup"].output
 
 
+async def test_an_http_server_that_restarted_and_forgot_the_session_is_connected_to_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import mcp
+
+    from think_core.mcp import connection
+
+    # Servers of the protocol versions before 2026-07-28 keep a session per client and forget it
+    # when they restart; the SDK's client speaks those versions in its "legacy" mode.
+    monkeypatch.setattr(connection, "Client", functools.partial(mcp.Client, mode="legacy"))
+    with _http_server_process() as (url, proc):
+        server = MCPServer.http(url)
+        try:
+            await server.open()
+            assert await server.call_tool("set_key", {"key": "session", "value": "red"}) == {"result": "session=red"}
+            proc.terminate()
+            proc.wait(timeout=DEADLINE)
+            with _http_server_process(int(url.rsplit(":", 1)[1].split("/")[0])):
+                # The refused call never ran, so even a destructive one is sent again.
+                assert await server.call_tool("delete_key", {"key": "session"}) == {"result": "deleted session"}
+                assert server.restarts == 1
+        finally:
+            await server.aclose()
+
+
 async def test_a_call_that_takes_too_long_is_an_error_and_the_server_stays_usable(make_server) -> None:
     steps = [Step(tool_calls=[call("sleep", {"seconds": 60})]), "late", Step(tool_calls=[call("lookup", {"key": "slow"})]), "done"]
     agent = agent_with(steps, make_server(timeout=1.0))
@@ -359,6 +385,15 @@ async def test_a_name_taken_by_another_tool_needs_a_prefix(shared_http_url: str)
     await agent.session("s").chat("go")
     assert results(agent)["kv_lookup"].output == {"result": "prefix=blue (lookup #1)"}
     assert results(agent)["lookup"].output == "x"
+
+
+async def test_http_headers_go_with_every_request(shared_http_url: str) -> None:
+    server = MCPServer.http(shared_http_url, headers={"X-Think-Test": "yes"})
+    try:
+        await server.open()
+        assert await server.call_tool("header", {"name": "x-think-test"}) == {"result": "yes"}
+    finally:
+        await server.aclose()
 
 
 def test_think_toml_declares_servers(tmp_path: Path) -> None:

@@ -14,9 +14,11 @@ Importing this package does not import the SDK; opening a server does.
 
 from __future__ import annotations
 
-from .errors import MCPServerError, MCPToolError, MissingMCPExtra
+from .errors import MCPServerError, MCPSessionLost, MCPToolError, MissingMCPExtra
 from .plugin import MCPTools
 from .server import MCPServer
 from .tools import MCPTool
 
-__all__ = ["MCPServer", "MCPServerError", "MCPTool", "MCPToolError", "MCPTools", "MissingMCPExtra"]
+__all__ = [
+    "MCPServer", "MCPServerError", "MCPSessionLost", "MCPTool", "MCPToolError", "MCPTools", "MissingMCPExtra",
+]

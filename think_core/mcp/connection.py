@@ -29,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 
-from .errors import MCPServerError, MCPToolError
+from .errors import MCPServerError, MCPSessionLost, MCPToolError
 
 logger = logging.getLogger("think.mcp")
 
@@ -176,10 +176,11 @@ class Connection:
             try:
                 result = await client.call_tool(job.name, job.arguments)
             except MCPError as exc:
-                if exc.code == CONNECTION_CLOSED:
+                if exc.code == CONNECTION_CLOSED or _session_lost(exc):
                     self._failure = _describe(exc)
                     self._queue.put_nowait(None)  # leave the client: the next call restarts the server
-                    _settle(job.future, MCPServerError(self._lost(job.name)))
+                    lost = MCPSessionLost if _session_lost(exc) else MCPServerError
+                    _settle(job.future, lost(self._lost(job.name)))
                 else:
                     _settle(job.future, MCPToolError(f"{exc.message} (MCP error {exc.code})"))
                 return
@@ -227,11 +228,21 @@ def _settle(future: asyncio.Future[Any], outcome: Any) -> None:
         future.set_result(outcome)
 
 
+def _session_lost(exc: MCPError) -> bool:
+    """Whether an HTTP server refused the call because it does not know the session: it
+    restarted and forgot it. Servers say so in words ("Session not found"; the SDK's own
+    stand-in for a bare 404 is "Session terminated"), with varying codes."""
+    message = exc.message.lower()
+    return "session" in message and ("not found" in message or "terminated" in message or "expired" in message)
+
+
 def _describe(exc: BaseException) -> str:
     """The innermost first cause of a (nested) exception group, readable."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, MCPError) and exc.code == CONNECTION_CLOSED:
         return "the server closed the connection (a server process writes why to its stderr)"
+    if isinstance(exc, MCPError) and _session_lost(exc):
+        return f"the server no longer knows the connection's session ({exc.message})"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

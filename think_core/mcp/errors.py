@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import ConfigurationError
 
-__all__ = ["MCPServerError", "MCPToolError", "MissingMCPExtra"]
+__all__ = ["MCPServerError", "MCPSessionLost", "MCPToolError", "MissingMCPExtra"]
 
 
 class MCPToolError(RuntimeError):
@@ -13,6 +13,11 @@ class MCPToolError(RuntimeError):
 
 class MCPServerError(RuntimeError):
     """The server could not be started or reached, stopped, or did not answer in time."""
+
+
+class MCPSessionLost(MCPServerError):
+    """An HTTP server no longer knows the connection's session (it restarted): the call was
+    refused, not run, so it can be sent again on a new connection."""
 
 
 class MissingMCPExtra(ConfigurationError):

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from .errors import MCPServerError, MissingMCPExtra
+from .errors import MCPServerError, MCPSessionLost, MissingMCPExtra
 from .tools import MCPTool, tool_output
 
 if TYPE_CHECKING:
@@ -33,9 +33,10 @@ class MCPServer:
 
     The connection opens when the agent's first session opens (``await agent.session().open()``
     opens it early and raises what went wrong) and is closed by ``agent.aclose()``. A server
-    that stops is started again at the next call, up to ``max_restarts`` times; the call that
-    was running fails with an error the model reads, except a call of a read-only or idempotent
-    tool, which is repeated once on the restarted server.
+    that stops is started again at the next call, up to ``max_restarts`` times (an HTTP server
+    is connected to again); the call that was running fails with an error the model reads,
+    except a call of a read-only or idempotent tool, or one an HTTP server refused because it
+    forgot the session, which is sent once more on the new connection.
 
     :param name: how messages and logs call the server.
     :param prefix: put before each of the server's tool names (``prefix_name``), to keep the
@@ -120,10 +121,11 @@ class MCPServer:
         except MCPServerError as exc:
             if conn.alive:
                 raise  # a slow or failing answer of a running server: not a reason to restart it
-            if not repeatable:
+            if not (repeatable or isinstance(exc, MCPSessionLost)):
                 again = "connects again" if self._transport[0] == "http" else "starts the server again"
-                raise MCPServerError(f"{str(exc).rstrip('.')}. The call may or may not have taken effect; the next call {again}.") from None
-            logger.warning("%s; calling %r again on the restarted server", exc, name)
+                effect = "The call may or may not have taken effect"
+                raise MCPServerError(f"{str(exc).rstrip('.')}. {effect}; the next call {again}.") from None
+            logger.warning("%s; calling %r again", exc, name)
             result = await (await self._connection()).call(name, arguments, self.timeout)
         return tool_output(result)
 
