@@ -161,7 +161,7 @@ class Connection:
                     while (job := await self._queue.get()) is not None:
                         calls.start_soon(self._run, client, job)
                     calls.cancel_scope.cancel()
-        except Exception as exc:  # an ExceptionGroup from the transport's task group, too
+        except (Exception, BaseExceptionGroup) as exc:  # the transport's task group raises groups
             self._failure = _describe(exc)
             logger.warning("MCP server %r connection ended: %s", self._label, self._failure)
         finally:
