@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 from .compaction import Compactor, Summarizer
 from .dispatch import HookDispatcher
+from .mcp import MCPServer, MCPTools
 from .models._http import SharedClient
 from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
@@ -29,7 +30,8 @@ class Think:
     :param model: a :class:`~think_core.models.base.Model` or a model string
         (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"openai-compatible:NAME@URL"``).
     :param system: the system prompt.
-    :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``).
+    :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``) and
+        :class:`~think_core.mcp.MCPServer` objects (their tools are added when a session opens).
     :param plugins: plugin objects registered after the entry-point plugins (so they run first).
     :param store: a :class:`~think_core.store.Store`, a SQLite file path, or ``None`` for ``:memory:``.
     :param settings: per-plugin settings, keyed by plugin name, validated by each plugin's model.
@@ -57,7 +59,7 @@ class Think:
         model: Any = None,
         *,
         system: str = DEFAULT_SYSTEM,
-        tools: Iterable[Tool] = (),
+        tools: Iterable[Tool | MCPServer] = (),
         plugins: Iterable[Any] = (),
         store: Store | str | None = None,
         settings: Optional[Mapping[str, Any]] = None,
@@ -78,7 +80,13 @@ class Think:
         self.model = self.resolve_model(model) if model is not None else None
         self.system = system
         self.tools: dict[str, Tool] = {}
+        tools = list(tools)
+        mcp_servers = [t for t in tools if isinstance(t, MCPServer)]
+        if mcp_servers:  # the plugin adds the servers' tools to self.tools, and aclose() closes them
+            plugins = [*plugins, MCPTools(mcp_servers, self.tools)]
         for t in tools:
+            if isinstance(t, MCPServer):
+                continue
             if not isinstance(t, Tool):
                 raise TypeError(f"tools must be Tool objects (use @tool), got {t!r}")
             self.tools[t.name] = t

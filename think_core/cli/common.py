@@ -44,6 +44,9 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
         "settings": config.plugins,
         "disable": section.disable,
     }
+    mcp_servers = config.mcp.build()
+    if mcp_servers:
+        kwargs["tools"] = mcp_servers
     system = args.system or section.system
     if system:
         kwargs["system"] = system
@@ -65,6 +68,6 @@ def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
         from ..models.scripted import ScriptedModel
         from .demo import demo_step, get_weather, save_note
 
-        kwargs.setdefault("tools", [get_weather, save_note])
+        kwargs["tools"] = [get_weather, save_note, *kwargs.get("tools", ())]
         return Think(ScriptedModel([demo_step], repeat=True), **kwargs)
     return Think(model, **kwargs)

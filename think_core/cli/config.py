@@ -14,6 +14,10 @@
     backend = "sqlite"
     path = "tool-cache.db"
 
+    [mcp.servers.files]                  # MCP servers whose tools the agent offers (think_core.mcp.config)
+    command = "npx"
+    args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+
 Found at ``--config PATH``, else ``$THINK_CONFIG``, else ``./think.toml`` when it exists.
 Command-line flags win over the file; ``$THINK_MODEL`` wins over the file's ``model``.
 """
@@ -28,6 +32,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigurationError
+from ..mcp.config import MCPConfig
 
 DEFAULT_PATH = "think.toml"
 
@@ -52,6 +57,7 @@ class ThinkConfig(BaseModel):
 
     think: AgentSection = Field(default_factory=AgentSection)
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    mcp: MCPConfig = Field(default_factory=MCPConfig)
     path: Optional[str] = None
 
 

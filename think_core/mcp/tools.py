@@ -1,0 +1,84 @@
+"""An MCP server's tools as think :class:`~think_core.tools.Tool` objects.
+
+A tool listed by ``tools/list`` keeps its name (behind the server's prefix, if any), description
+and JSON schema; its MCP annotations become think's, so the read-only guard and the tool cache
+treat it like any annotated Python tool. MCP's defaults apply to a tool without hints: not
+read-only, destructive, not idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..tools import Tool, ToolAnnotations
+from .errors import MCPToolError
+
+if TYPE_CHECKING:
+    from .server import MCPServer
+
+__all__ = ["MCPTool", "annotations_from", "tool_output"]
+
+
+class MCPTool(Tool):
+    """A tool of an :class:`~think_core.mcp.MCPServer`; calling it calls the server.
+
+    The arguments are checked against the server's schema (its required keys) here and validated
+    in full by the server, whose complaint comes back as an error result the model can read.
+    """
+
+    def __init__(self, server: "MCPServer", spec: Any, name: str) -> None:
+        super().__init__(
+            name,
+            spec.description or spec.title or "",
+            _parameters(spec.input_schema),
+            None,  # the schema, not a Python signature, describes the arguments
+            annotations_from(spec.annotations),
+        )
+        self.server = server
+        self.remote_name: str = spec.name
+        self.function = self._call
+        self.is_async = True
+
+    async def _call(self, **arguments: Any) -> Any:
+        # A call that cannot have changed anything may be repeated on a restarted server.
+        repeatable = self.annotations.read_only or self.annotations.idempotent
+        return await self.server.call_tool(self.remote_name, arguments, repeatable=repeatable)
+
+    def __repr__(self) -> str:
+        return f"<MCP tool {self.name!r} of {self.server.name!r}>"
+
+
+def annotations_from(hints: Any) -> ToolAnnotations:
+    """think's annotations from MCP's ``readOnlyHint`` / ``destructiveHint`` / ``idempotentHint``.
+    ``destructiveHint`` defaults to true and means something only for a tool that is not read-only."""
+    read_only = getattr(hints, "read_only_hint", None) is True
+    return ToolAnnotations(
+        read_only=read_only,
+        destructive=not read_only and getattr(hints, "destructive_hint", None) is not False,
+        idempotent=getattr(hints, "idempotent_hint", None) is True,
+    )
+
+
+def _parameters(schema: Any) -> dict[str, Any]:
+    parameters = dict(schema) if isinstance(schema, dict) else {}
+    parameters.setdefault("type", "object")
+    parameters.setdefault("properties", {})
+    return parameters
+
+
+def tool_output(result: Any) -> Any:
+    """The output of a ``CallToolResult``: its structured content when there is some, else its
+    text (one string), else its content blocks as JSON. An ``isError`` result raises
+    :class:`MCPToolError` with the server's message."""
+    if result.is_error:
+        raise MCPToolError(_text(result.content) or "the tool failed without saying why")
+    if result.structured_content is not None:
+        return result.structured_content
+    blocks = list(result.content)
+    if all(getattr(block, "type", None) == "text" for block in blocks):
+        return _text(blocks)
+    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in blocks]
+
+
+def _text(blocks: Any) -> str:
+    return "\n".join(block.text for block in blocks if getattr(block, "type", None) == "text")
