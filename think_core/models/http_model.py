@@ -26,6 +26,7 @@ from typing import Any, ClassVar, TypedDict
 
 import httpx
 
+from ..errors import ProviderError
 from ..events import Finish, ModelEvent, Usage
 from ._http import (
     DEFAULT_TIMEOUT,
@@ -103,7 +104,7 @@ class EventMapper:
             provider_metadata=metadata,
         )
 
-    def invalid_usage(self, usage: Any) -> Exception:
+    def invalid_usage(self, usage: Any) -> ProviderError:
         """The error for a usage object of the wrong shape."""
         return invalid_event(self.provider, json.dumps(usage))
 
