@@ -13,6 +13,7 @@ from .base import (
     ToolSpec,
     UserMessage,
 )
+from .http_model import EventMapper, StreamingHTTPModel
 from .openai import OpenAIChatModel
 from .resolve import SharedClient, register_model_prefix, resolve_model
 from .retry import RetryPolicy
@@ -20,7 +21,9 @@ from .scripted import ScriptedModel, Step, call
 
 __all__ = [
     "AnthropicModel",
+    "EventMapper",
     "OpenAIChatModel",
+    "StreamingHTTPModel",
     "RetryPolicy",
     "ScriptedModel",
     "SharedClient",

@@ -10,7 +10,8 @@ import contextlib
 import functools
 import json
 import ssl
-from typing import Any, AsyncIterator, Mapping, Union
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -82,7 +83,7 @@ class SharedClient:
             await client.aclose()
 
 
-AnyClient = Union[httpx.AsyncClient, SharedClient, None]
+AnyClient = httpx.AsyncClient | SharedClient | None
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
 """Anthropic Messages API streaming.
 
-Request mapping (``reference/providers.md`` §4): the system prompt is top-level; an assistant
+Request mapping: the system prompt is top-level; an assistant
 turn becomes ``text`` + ``tool_use`` blocks; tool results become ``tool_result`` blocks (paired
 by ``tool_use_id``) in the next user message, consecutive results merged into one message,
 because the API wants alternating roles with the results first.
@@ -22,108 +22,61 @@ API keys: ``api_key=None`` reads ``ANTHROPIC_API_KEY``; ``api_key=""`` sends non
 from __future__ import annotations
 
 import json
-import os
-import re
-from contextlib import aclosing
-from typing import Any, AsyncIterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Unpack
 
-import httpx
-
-from ..events import (
-    Finish,
-    ModelEvent,
-    ReasoningDelta,
-    TextDelta,
-    ToolCall,
-    ToolInputDelta,
-    ToolInputStart,
-    Usage,
-)
-from ._http import (
-    DEFAULT_TIMEOUT,
-    AnyClient,
-    call_timeout,
-    finish_reading,
-    incomplete_stream,
-    invalid_event,
-    post_event_stream,
-    resolve_api_key,
-    stream_error,
-)
+from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
+from ._http import stream_error
+from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
-from .openai import tool_output_text
-from .retry import RetryPolicy, stream_with_retry
-from .sse import aiter_sse
+from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sse import SSEEvent
 
 __all__ = ["AnthropicModel", "map_anthropic_stop_reason"]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
-_STOP_REASONS = {
-    "end_turn": "stop",
-    "stop_sequence": "stop",
-    "max_tokens": "length",
-    "model_context_window_exceeded": "length",
-    "tool_use": "tool-calls",
-    "refusal": "content-filter",
-}
+map_anthropic_stop_reason = stop_reason_mapper(
+    {"end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "model_context_window_exceeded": "length",
+     "tool_use": "tool-calls", "refusal": "content-filter"}
+)
+"""Messages API ``stop_reason`` → the engine's vocabulary (``pause_turn``, unknown → ``other``)."""
 
 
-def map_anthropic_stop_reason(reason: str | None) -> str:
-    """Messages API ``stop_reason`` → the engine's vocabulary (``pause_turn``, unknown → ``other``)."""
-    return _STOP_REASONS.get(reason or "", "other")
-
-
-class AnthropicModel:
+class AnthropicModel(StreamingHTTPModel):
     """A :class:`~think_core.models.base.Model` over ``POST {base_url}/v1/messages``.
 
     ``max_tokens`` is required by the API; ``CallSettings.max_output_tokens`` overrides it per
-    call. ``client``: as for :class:`~think_core.models.openai.OpenAIChatModel`.
+    call. Other options as for :class:`~think_core.models.http_model.StreamingHTTPModel`.
     """
 
-    #: This model retries transient failures itself before any output, so the engine does not
-    #: retry them again (which would multiply the attempts).
-    retries_before_output = True
+    provider = "anthropic"
+    default_base_url = DEFAULT_BASE_URL
+    base_url_env = "ANTHROPIC_BASE_URL"
+    api_key_env = "ANTHROPIC_API_KEY"
+    path = "/v1/messages"
 
     def __init__(
         self,
         model_id: str,
         *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: "AnyClient" = None,
-        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        retry_cap_seconds: float = 60.0,
-        retry_policy: RetryPolicy | None = None,
         max_tokens: int = 4096,
-        headers: dict[str, str] | None = None,
         anthropic_version: str = ANTHROPIC_VERSION,
+        **options: Unpack[HTTPModelOptions],
     ) -> None:
-        self.model_id = model_id
-        self.provider = "anthropic"
-        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self._api_key = resolve_api_key(
-            api_key, os.environ.get("ANTHROPIC_API_KEY"), "ANTHROPIC_API_KEY", self.base_url, "anthropic"
-        )
-        self._client = client
-        self._timeout = timeout
-        self._retry = retry_policy or RetryPolicy(max_retries=max_retries, cap_seconds=retry_cap_seconds)
+        super().__init__(model_id, **options)
         self.max_tokens = max_tokens
-        self._headers = dict(headers or {})
         self._version = anthropic_version
 
-    def __repr__(self) -> str:
-        return f"AnthropicModel({self.model_id!r}, base_url={self.base_url!r})"
-
-    # -- request -----------------------------------------------------------------------------
+    def default_headers(self) -> dict[str, str]:
+        headers = {"anthropic-version": self._version}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and plugins can inspect it)."""
-        return self._build(request)[0]
-
-    def _build(self, request: ModelRequest) -> tuple[dict[str, Any], "_OutputTool | None"]:
         s = request.settings
         body: dict[str, Any] = {
             "model": self.model_id,
@@ -135,16 +88,9 @@ class AnthropicModel:
             body["system"] = request.system
         tools = [_tool(t.name, t.description, t.parameters) for t in request.tools]
         choice = _tool_choice(request.tool_choice) if tools and request.tool_choice is not None else None
-        output = None
-        if request.output is not None:
-            output = _OutputTool.for_spec(request.output.name, request.output.json_schema, {t["name"] for t in tools})
-            forced = {"type": "tool", "name": output.name}
-            if isinstance(request.tool_choice, dict) and choice is not None:
-                pass  # an explicit choice of a real tool wins
-            elif tools and request.tool_choice != "none":
-                choice = {"type": "any"}  # a real tool or the answer, but some tool
-            else:
-                choice = forced
+        output = _OutputTool.for_request(request)
+        if output is not None:
+            choice = _choice_with_output(request, output, choice, bool(tools))
             tools.append(_tool(output.name, output.description, output.schema))
         if tools:
             body["tools"] = tools
@@ -155,138 +101,151 @@ class AnthropicModel:
                 body[key] = value
         if s.provider_options:
             body.update(s.provider_options)  # the escape hatch: thinking, metadata, top_k, ...
-        return body, output
+        return body
 
-    def _request_headers(self, request: ModelRequest) -> dict[str, str]:
-        headers = {"accept": "text/event-stream", "anthropic-version": self._version}
-        if self._api_key:
-            headers["x-api-key"] = self._api_key
-        headers.update(self._headers)
-        if request.settings.headers:
-            headers.update(request.settings.headers)
-        return headers
+    def event_mapper(self, request: ModelRequest) -> EventMapper:
+        return _MessageMapper(self.provider, self.model_id, _OutputTool.for_request(request))
 
-    # -- response ----------------------------------------------------------------------------
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one step; retried (per the retry policy) only until the first event."""
-        return stream_with_retry(lambda: self._attempt(request), self._retry)
+def _choice_with_output(
+    request: ModelRequest, output: _OutputTool, choice: dict[str, Any] | None, has_tools: bool
+) -> dict[str, Any] | None:
+    """The ``tool_choice`` once the output tool is offered: the model must call some tool."""
+    if isinstance(request.tool_choice, dict) and choice is not None:
+        return choice  # an explicit choice of a real tool wins
+    if has_tools and request.tool_choice != "none":
+        return {"type": "any"}  # a real tool or the answer, but some tool
+    return {"type": "tool", "name": output.name}
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        body, output = self._build(request)
-        async with post_event_stream(
-            self._client,
-            f"{self.base_url}/v1/messages",
-            body=body,
-            headers=self._request_headers(request),
-            timeout=call_timeout(self._timeout, request.settings.timeout),
-            provider=self.provider,
-        ) as response:
-            async for event in self._parse(response, output):
-                yield event
 
-    async def _parse(self, response: httpx.Response, output: "_OutputTool | None") -> AsyncIterator[ModelEvent]:
-        blocks: dict[int, _Block] = {}
-        usage: dict[str, Any] = {}
-        stop_reason: str | None = None
-        response_id: str | None = None
-        model_id: str | None = None
-        tool_calls = 0
-        done = False
-        loads = json.loads
-        async with aclosing(aiter_sse(response.aiter_bytes())) as events:
-            async for sse in events:
-                try:
-                    data = loads(sse.data)
-                except ValueError:
-                    raise invalid_event(self.provider, sse.data) from None
-                if not isinstance(data, dict):
-                    raise invalid_event(self.provider, sse.data)
-                try:
-                    kind = data.get("type") or sse.event
-                    if kind == "content_block_delta":
-                        delta = data.get("delta") or {}
-                        dtype = delta.get("type")
-                        if dtype == "text_delta":
-                            if delta.get("text"):
-                                yield TextDelta(delta["text"])
-                        elif dtype == "input_json_delta":
-                            block = blocks.get(data.get("index", -1))
-                            fragment = delta.get("partial_json") or ""
-                            if block is not None and fragment:
-                                block.parts.append(fragment)
-                                if block.is_output:
-                                    if not output or not output.wrapped:
-                                        yield TextDelta(fragment)
-                                else:
-                                    yield ToolInputDelta(block.id, fragment)
-                        elif dtype == "thinking_delta":
-                            if delta.get("thinking"):
-                                yield ReasoningDelta(delta["thinking"])
-                    elif kind == "content_block_start":
-                        cb = data.get("content_block") or {}
-                        ctype = cb.get("type")
-                        if ctype == "text" and cb.get("text"):
-                            yield TextDelta(cb["text"])
-                        elif ctype == "thinking" and cb.get("thinking"):
-                            yield ReasoningDelta(cb["thinking"])
-                        elif ctype == "tool_use":
-                            block = _Block(cb.get("id") or "", cb.get("name") or "", output is not None and cb.get("name") == output.name)
-                            blocks[data.get("index", len(blocks))] = block
-                            if not block.is_output:
-                                yield ToolInputStart(block.id, block.name)
-                    elif kind == "content_block_stop":
-                        block = blocks.pop(data.get("index", -1), None)
-                        if block is not None:
-                            for event in block.finish(output):
-                                yield event
-                            tool_calls += not block.is_output
-                    elif kind == "message_delta":
-                        stop_reason = (data.get("delta") or {}).get("stop_reason") or stop_reason
-                        usage.update({k: v for k, v in (data.get("usage") or {}).items() if v is not None})
-                    elif kind == "message_start":
-                        message = data.get("message") or {}
-                        response_id = message.get("id")
-                        model_id = message.get("model")
-                        usage.update({k: v for k, v in (message.get("usage") or {}).items() if v is not None})
-                    elif kind == "message_stop":
-                        done = True
-                        await finish_reading(events)
-                        break
-                    elif kind == "error":
-                        raise stream_error(data, self.provider, "an error occurred during streaming")
-                    # "ping" and unknown event types are ignored
-                except (AttributeError, TypeError, ValueError, KeyError):
-                    # Valid JSON of the wrong shape (a string where an object belongs, ...).
-                    raise invalid_event(self.provider, sse.data) from None
-        if not done and stop_reason is None:
-            raise incomplete_stream(self.provider)
-        for block in blocks.values():  # cut off (e.g. by max_tokens) before content_block_stop
-            for event in block.finish(output):
-                yield event
-            tool_calls += not block.is_output
-        reason = map_anthropic_stop_reason(stop_reason)
-        if reason == "tool-calls" and not tool_calls:
+_Handler = Callable[["_MessageMapper", dict[str, Any]], Sequence[ModelEvent]]
+
+
+class _MessageMapper(EventMapper):
+    """Messages API events → model events, one method per event type; ``message_stop`` ends the
+    stream, ``ping`` and unknown types are ignored."""
+
+    __slots__ = ("output", "blocks", "usage", "tool_calls")
+
+    def __init__(self, provider: str, model_id: str, output: _OutputTool | None) -> None:
+        super().__init__(provider, model_id)
+        self.output = output
+        self.blocks: dict[int, _Block] = {}
+        self.usage: dict[str, Any] = {}
+        self.tool_calls = 0
+
+    def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
+        data = decode_json(sse.data)
+        if not isinstance(data, dict):
+            raise TypeError("an event must be an object")
+        handler = _HANDLERS.get(data.get("type") or sse.event)
+        return NO_EVENTS if handler is None else handler(self, data)
+
+    def _on_content_block_delta(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        delta = data.get("delta") or {}
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            text = delta.get("text")
+            return (TextDelta(text),) if text else NO_EVENTS
+        if dtype == "input_json_delta":
+            return self._on_input_json(data.get("index", -1), delta.get("partial_json") or "")
+        if dtype == "thinking_delta":
+            thinking = delta.get("thinking")
+            return (ReasoningDelta(thinking),) if thinking else NO_EVENTS
+        return NO_EVENTS
+
+    def _on_input_json(self, index: int, fragment: str) -> Sequence[ModelEvent]:
+        block = self.blocks.get(index)
+        if block is None or not fragment:
+            return NO_EVENTS
+        block.parts.append(fragment)
+        if not block.is_output:
+            return (ToolInputDelta(block.id, fragment),)
+        # The output tool's input is the answer: streamed as text unless it must be unwrapped.
+        return NO_EVENTS if self.output and self.output.wrapped else (TextDelta(fragment),)
+
+    def _on_content_block_start(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        cb = data.get("content_block") or {}
+        ctype = cb.get("type")
+        if ctype == "text" and cb.get("text"):
+            return (TextDelta(cb["text"]),)
+        if ctype == "thinking" and cb.get("thinking"):
+            return (ReasoningDelta(cb["thinking"]),)
+        if ctype != "tool_use":
+            return NO_EVENTS
+        name = cb.get("name") or ""
+        block = _Block(cb.get("id") or "", name, self.output is not None and cb.get("name") == self.output.name)
+        self.blocks[data.get("index", len(self.blocks))] = block
+        return NO_EVENTS if block.is_output else (ToolInputStart(block.id, block.name),)
+
+    def _on_content_block_stop(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        block = self.blocks.pop(data.get("index", -1), None)
+        return NO_EVENTS if block is None else self._close(block)
+
+    def _close(self, block: _Block) -> list[ModelEvent]:
+        self.tool_calls += not block.is_output
+        return block.finish(self.output)
+
+    def _on_message_start(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        message = data.get("message") or {}
+        self.response_id = message.get("id")
+        self.response_model = message.get("model")
+        self._add_usage(message.get("usage"))
+        return NO_EVENTS
+
+    def _on_message_delta(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        self.stop_reason = (data.get("delta") or {}).get("stop_reason") or self.stop_reason
+        self._add_usage(data.get("usage"))
+        return NO_EVENTS
+
+    def _add_usage(self, usage: dict[str, Any] | None) -> None:
+        self.usage.update({k: v for k, v in (usage or {}).items() if v is not None})
+
+    def _on_message_stop(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        self.done = True
+        return NO_EVENTS
+
+    def _on_error(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        raise stream_error(data, self.provider, "an error occurred during streaming")
+
+    def finish(self) -> Iterator[ModelEvent]:
+        for block in self.blocks.values():  # cut off (e.g. by max_tokens) before content_block_stop
+            yield from self._close(block)
+        reason = map_anthropic_stop_reason(self.stop_reason)
+        if reason == "tool-calls" and not self.tool_calls:
             reason = "stop"  # only the structured-output tool was called: that is the answer
         try:
-            cache_write = int(usage.get("cache_creation_input_tokens") or 0)
-            cache_read = int(usage.get("cache_read_input_tokens") or 0)
-            input_tokens = int(usage.get("input_tokens") or 0) + cache_write + cache_read
-            output_tokens = int(usage.get("output_tokens") or 0)
+            usage, cache_write = _usage(self.usage)
         except (TypeError, ValueError):
-            raise invalid_event(self.provider, json.dumps(usage)) from None
-        yield Finish(
-            finish_reason=reason,
-            usage=Usage(
-                input_tokens=input_tokens,
-                output_tokens=output_tokens,
-                total_tokens=input_tokens + output_tokens,
-                cached_input_tokens=cache_read,
-            ),
-            response_id=response_id,
-            model_id=model_id or self.model_id,
-            provider_metadata={"anthropic": {"cache_creation_input_tokens": cache_write}} if cache_write else None,
-        )
+            raise self.invalid_usage(self.usage) from None
+        metadata = {"anthropic": {"cache_creation_input_tokens": cache_write}} if cache_write else None
+        yield self.finish_event(reason, usage, metadata)
+
+
+_HANDLERS: dict[str, _Handler] = {
+    "content_block_delta": _MessageMapper._on_content_block_delta,
+    "content_block_start": _MessageMapper._on_content_block_start,
+    "content_block_stop": _MessageMapper._on_content_block_stop,
+    "message_start": _MessageMapper._on_message_start,
+    "message_delta": _MessageMapper._on_message_delta,
+    "message_stop": _MessageMapper._on_message_stop,
+    "error": _MessageMapper._on_error,
+}
+
+
+def _usage(raw: dict[str, Any]) -> tuple[Usage, int]:
+    """The whole prompt as input (uncached + cache writes + cache reads), and the cache writes."""
+    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+    cache_read = int(raw.get("cache_read_input_tokens") or 0)
+    input_tokens = int(raw.get("input_tokens") or 0) + cache_write + cache_read
+    output_tokens = int(raw.get("output_tokens") or 0)
+    usage = Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        total_tokens=input_tokens + output_tokens,
+        cached_input_tokens=cache_read,
+    )
+    return usage, cache_write
 
 
 class _Block:
@@ -300,10 +259,10 @@ class _Block:
         self.is_output = is_output
         self.parts: list[str] = []
 
-    def finish(self, output: "_OutputTool | None") -> list[ModelEvent]:
+    def finish(self, output: _OutputTool | None) -> list[ModelEvent]:
         raw = "".join(self.parts)
         if not self.is_output:
-            return [ToolCall(self.id, self.name, _parse_input(raw), raw)]
+            return [ToolCall(self.id, self.name, parse_tool_input(raw), raw)]
         if output is not None and output.wrapped:
             try:
                 return [TextDelta(json.dumps(json.loads(raw or "{}").get("value"), ensure_ascii=False))]
@@ -324,25 +283,20 @@ class _OutputTool:
         self.description = "Give your final answer by calling this tool; its input is the answer."
 
     @classmethod
-    def for_spec(cls, name: str, schema: dict[str, Any], taken: set[str]) -> "_OutputTool":
-        base = (re.sub(r"[^a-zA-Z0-9_-]", "_", name) or "output")[:60]
-        unique = base
+    def for_request(cls, request: ModelRequest) -> _OutputTool | None:
+        """The output tool of ``request``, named apart from its real tools; ``None`` without output."""
+        if request.output is None:
+            return None
+        return cls.for_spec(request.output.name, request.output.json_schema, {t.name for t in request.tools})
+
+    @classmethod
+    def for_spec(cls, name: str, schema: dict[str, Any], taken: set[str]) -> _OutputTool:
+        unique = wire_name(name, 60)
         while unique in taken:
             unique = f"{unique}_"
         if schema.get("type") == "object":
             return cls(unique, schema, False)
         return cls(unique, {"type": "object", "properties": {"value": schema}, "required": ["value"]}, True)
-
-
-def _parse_input(raw: str) -> dict[str, Any] | None:
-    """``{}`` for a tool without arguments (only ``""`` deltas), ``None`` unless a JSON object."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # -- request helpers -----------------------------------------------------------------------------

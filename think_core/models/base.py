@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import (
     Annotated,
     Any,
-    AsyncIterator,
     Literal,
     Protocol,
-    Union,
     runtime_checkable,
 )
 
@@ -48,7 +47,7 @@ class ToolMessage(BaseModel):
 
 
 ModelMessage = Annotated[
-    Union[UserMessage, AssistantMessage, ToolMessage], Field(discriminator="role")
+    UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
 ]
 
 
@@ -80,7 +79,7 @@ class CallSettings(BaseModel):
     provider_options: dict[str, Any] | None = None
 
 
-ToolChoice = Union[Literal["auto", "none", "required"], dict[str, Any]]
+ToolChoice = Literal["auto", "none", "required"] | dict[str, Any]
 """``"auto"`` (default), ``"none"``, ``"required"``, or ``{"type": "tool", "tool_name": NAME}``."""
 
 

@@ -2,9 +2,9 @@
 
 The Chat Completions wire format is the lingua franca of model servers (Ollama, vLLM,
 llama.cpp, Groq, OpenRouter, DeepSeek, Azure), so this one class covers all of them through
-``base_url``. It is written against the quirks seen in the wild (``reference/providers.md``
-§2): tool-call deltas without ``index``, ``choices: []`` chunks, usage on the finish chunk,
-reasoning text in ``reasoning_content`` or ``reasoning``, error objects inside a 200 stream.
+``base_url``. It is written against the quirks seen in the wild: tool-call deltas without
+``index``, ``choices: []`` chunks, usage on the finish chunk, reasoning text in
+``reasoning_content`` or ``reasoning``, error objects inside a 200 stream.
 
 API keys: ``api_key=None`` reads ``OPENAI_API_KEY``; ``api_key=""`` sends no key. With no key,
 a loopback ``base_url`` (a local server) works keyless and anything else raises
@@ -17,106 +17,49 @@ api_key="", headers={"api-key": KEY}, query={"api-version": "2024-10-21"})``.
 from __future__ import annotations
 
 import json
-import os
-import re
 import uuid
-from contextlib import aclosing
-from typing import Any, AsyncIterator
+from collections.abc import Iterator, Sequence
+from typing import Any, Unpack
 
-import httpx
-
-from ..events import (
-    Finish,
-    ModelEvent,
-    ReasoningDelta,
-    TextDelta,
-    ToolCall,
-    ToolInputDelta,
-    ToolInputStart,
-    Usage,
-)
-from ._http import (
-    DEFAULT_TIMEOUT,
-    AnyClient,
-    call_timeout,
-    finish_reading,
-    incomplete_stream,
-    invalid_event,
-    post_event_stream,
-    resolve_api_key,
-    stream_error,
-)
+from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
+from ._http import stream_error
+from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
-from .retry import RetryPolicy, stream_with_retry
-from .sse import aiter_sse
+from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sse import SSEEvent
 
-__all__ = ["OpenAIChatModel", "map_openai_finish_reason"]
+__all__ = ["OpenAIChatModel", "map_openai_finish_reason", "tool_output_text"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
-_FINISH_REASONS = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool-calls",
-    "function_call": "tool-calls",
-    "content_filter": "content-filter",
-}
+map_openai_finish_reason = stop_reason_mapper(
+    {"stop": "stop", "length": "length", "tool_calls": "tool-calls", "function_call": "tool-calls",
+     "content_filter": "content-filter"}
+)
+"""Chat Completions ``finish_reason`` → the engine's vocabulary (unknown → ``other``)."""
 
 
-def map_openai_finish_reason(reason: str | None) -> str:
-    """Chat Completions ``finish_reason`` → the engine's vocabulary (unknown → ``other``)."""
-    return _FINISH_REASONS.get(reason or "", "other")
-
-
-class OpenAIChatModel:
+class OpenAIChatModel(StreamingHTTPModel):
     """A :class:`~think_core.models.base.Model` over ``POST {base_url}/chat/completions``.
 
-    ``client``: a shared ``httpx.AsyncClient`` gives connection reuse across calls (it is never
-    closed here); without one, each call uses its own short-lived client.
+    Options as for :class:`~think_core.models.http_model.StreamingHTTPModel` (``provider`` names
+    an OpenAI-compatible server in errors and events).
     ``max_tokens_param``: the body field for ``max_output_tokens``; by default
     ``max_completion_tokens`` for api.openai.com (reasoning models require it) and the widely
     supported ``max_tokens`` for other servers.
     """
 
-    #: This model retries transient failures itself before any output, so the engine does not
-    #: retry them again (which would multiply the attempts).
-    retries_before_output = True
+    provider = "openai"
+    default_base_url = DEFAULT_BASE_URL
+    base_url_env = "OPENAI_BASE_URL"
+    api_key_env = "OPENAI_API_KEY"
+    path = "/chat/completions"
 
-    def __init__(
-        self,
-        model_id: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        client: "AnyClient" = None,
-        timeout: httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 2,
-        retry_cap_seconds: float = 60.0,
-        retry_policy: RetryPolicy | None = None,
-        headers: dict[str, str] | None = None,
-        query: dict[str, str] | None = None,
-        provider: str = "openai",
-        max_tokens_param: str | None = None,
-    ) -> None:
-        self.model_id = model_id
-        self.provider = provider
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self._api_key = resolve_api_key(
-            api_key, os.environ.get("OPENAI_API_KEY"), "OPENAI_API_KEY", self.base_url, provider
-        )
-        self._client = client
-        self._timeout = timeout
-        self._retry = retry_policy or RetryPolicy(max_retries=max_retries, cap_seconds=retry_cap_seconds)
-        self._headers = dict(headers or {})
-        self._query = dict(query or {})
+    def __init__(self, model_id: str, *, max_tokens_param: str | None = None, **options: Unpack[HTTPModelOptions]) -> None:
+        super().__init__(model_id, **options)
         self._max_tokens_param = max_tokens_param or (
             "max_completion_tokens" if "api.openai.com" in self.base_url else "max_tokens"
         )
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.model_id!r}, base_url={self.base_url!r})"
-
-    # -- request -----------------------------------------------------------------------------
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and plugins can inspect it)."""
@@ -133,7 +76,7 @@ class OpenAIChatModel:
         if request.output is not None:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": _schema_name(request.output.name), "schema": request.output.json_schema},
+                "json_schema": {"name": wire_name(request.output.name, 64), "schema": request.output.json_schema},
             }
         s = request.settings
         for key, value in (
@@ -149,111 +92,93 @@ class OpenAIChatModel:
             body.update(s.provider_options)  # the escape hatch: reasoning_effort, user, ...
         return body
 
-    def _request_headers(self, request: ModelRequest) -> dict[str, str]:
-        headers = {"accept": "text/event-stream"}
-        if self._api_key:
-            headers["authorization"] = f"Bearer {self._api_key}"
-        headers.update(self._headers)
-        if request.settings.headers:
-            headers.update(request.settings.headers)
-        return headers
+    def event_mapper(self, request: ModelRequest) -> EventMapper:
+        return _ChunkMapper(self.provider, self.model_id)
 
-    # -- response ----------------------------------------------------------------------------
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one step; retried (per the retry policy) only until the first event."""
-        return stream_with_retry(lambda: self._attempt(request), self._retry)
 
-    async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        async with post_event_stream(
-            self._client,
-            f"{self.base_url}/chat/completions",
-            body=self.build_body(request),
-            headers=self._request_headers(request),
-            params=self._query,
-            timeout=call_timeout(self._timeout, request.settings.timeout),
-            provider=self.provider,
-        ) as response:
-            async for event in self._parse(response):
-                yield event
 
-    async def _parse(self, response: httpx.Response) -> AsyncIterator[ModelEvent]:
-        calls = _ToolCalls()
-        finish_reason: str | None = None
-        usage: dict[str, Any] | None = None
-        response_id: str | None = None
-        model_id: str | None = None
-        fingerprint: str | None = None
-        done = False
-        loads = json.loads
-        async with aclosing(aiter_sse(response.aiter_bytes())) as events:
-            async for sse in events:
-                data = sse.data
-                if data.startswith("[DONE]"):
-                    done = True
-                    await finish_reading(events)
-                    break
-                try:
-                    chunk = loads(data)
-                except ValueError:
-                    raise invalid_event(self.provider, data) from None
-                if not isinstance(chunk, dict):
-                    continue
-                if chunk.get("error"):
-                    raise stream_error(chunk, self.provider, "an error occurred during streaming")
-                try:
-                    if response_id is None:
-                        response_id = chunk.get("id") or None
-                        model_id = chunk.get("model") or None
-                        fingerprint = chunk.get("system_fingerprint")
-                    if chunk.get("usage"):
-                        usage = chunk["usage"]
-                    choices = chunk.get("choices") or ()
-                    if not isinstance(choices, (list, tuple)):
-                        raise invalid_event(self.provider, data)
-                    for choice in choices:
-                        if not isinstance(choice, dict):
-                            raise invalid_event(self.provider, data)
-                        delta = choice.get("delta")
-                        if delta is not None and not isinstance(delta, dict):
-                            raise invalid_event(self.provider, data)
-                        if delta:
-                            content = delta.get("content")
-                            if content:
-                                yield TextDelta(content)
-                            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                            if reasoning and isinstance(reasoning, str):
-                                yield ReasoningDelta(reasoning)
-                            refusal = delta.get("refusal")
-                            if refusal:
-                                yield TextDelta(refusal)
-                            tool_deltas = delta.get("tool_calls")
-                            if tool_deltas:
-                                for event in calls.add(tool_deltas):
-                                    yield event
-                        if choice.get("finish_reason"):
-                            finish_reason = choice["finish_reason"]
-                except (AttributeError, TypeError, ValueError, KeyError):
-                    # Valid JSON of the wrong shape (a string where an object belongs, ...).
-                    raise invalid_event(self.provider, data) from None
-        if not done and finish_reason is None:
-            raise incomplete_stream(self.provider)
-        for event in calls.complete():
-            yield event
-        reason = map_openai_finish_reason(finish_reason) if finish_reason else ("stop" if done else "other")
-        if calls and reason == "stop":
+class _ChunkMapper(EventMapper):
+    """Chat Completions chunks → model events. ``[DONE]`` ends the stream; the finish reason and
+    the usage may come on separate chunks (usage last, with ``choices: []``)."""
+
+    __slots__ = ("calls", "usage", "fingerprint")
+
+    def __init__(self, provider: str, model_id: str) -> None:
+        super().__init__(provider, model_id)
+        self.calls = _ToolCalls()
+        self.usage: dict[str, Any] | None = None
+        self.fingerprint: str | None = None
+
+    def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
+        data = sse.data
+        if data.startswith("[DONE]"):
+            self.done = True
+            return NO_EVENTS
+        chunk = decode_json(data)
+        if not isinstance(chunk, dict):
+            return NO_EVENTS
+        if chunk.get("error"):
+            raise stream_error(chunk, self.provider, "an error occurred during streaming")
+        if self.response_id is None:
+            self.response_id = chunk.get("id") or None
+            self.response_model = chunk.get("model") or None
+            self.fingerprint = chunk.get("system_fingerprint")
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        choices = chunk.get("choices") or NO_EVENTS
+        if not isinstance(choices, (list, tuple)):
+            raise TypeError("choices must be a list")
+        if len(choices) == 1:
+            return self._on_choice(choices[0])
+        events: list[ModelEvent] = []
+        for choice in choices:
+            events += self._on_choice(choice)
+        return events
+
+    def _on_choice(self, choice: Any) -> Sequence[ModelEvent]:
+        if not isinstance(choice, dict):
+            raise TypeError("a choice must be an object")
+        if choice.get("finish_reason"):
+            self.stop_reason = choice["finish_reason"]
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if content and len(delta) == 1:
+                return (TextDelta(content),)  # the common chunk: nothing but text
+            return self._on_delta(delta)
+        if delta is not None:
+            raise TypeError("a delta must be an object")
+        return NO_EVENTS
+
+    def _on_delta(self, delta: dict[str, Any]) -> Sequence[ModelEvent]:
+        content = delta.get("content")
+        events: list[ModelEvent] = [TextDelta(content)] if content else []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            events.append(ReasoningDelta(reasoning))
+        refusal = delta.get("refusal")
+        if refusal:
+            events.append(TextDelta(refusal))
+        tool_deltas = delta.get("tool_calls")
+        if tool_deltas:
+            events += self.calls.add(tool_deltas)
+        return events
+
+    def finish(self) -> Iterator[ModelEvent]:
+        yield from self.calls.complete()
+        if self.stop_reason:
+            reason = map_openai_finish_reason(self.stop_reason)
+        else:
+            reason = "stop" if self.done else "other"
+        if self.calls and reason == "stop":
             reason = "tool-calls"  # some compatible servers report "stop" after tool calls
         try:
-            final_usage = _usage(usage)
+            usage = _usage(self.usage)
         except (AttributeError, TypeError, ValueError):
-            raise invalid_event(self.provider, json.dumps(usage)) from None
-        yield Finish(
-            finish_reason=reason,
-            usage=final_usage,
-            response_id=response_id,
-            model_id=model_id or self.model_id,
-            provider_metadata={"openai": {"system_fingerprint": fingerprint}} if fingerprint else None,
-        )
+            raise self.invalid_usage(self.usage) from None
+        fingerprint = self.fingerprint
+        yield self.finish_event(reason, usage, {"openai": {"system_fingerprint": fingerprint}} if fingerprint else None)
 
 
 class _ToolCalls:
@@ -297,7 +222,7 @@ class _ToolCalls:
                 events.append(ToolInputDelta(slot.id, fragment))
         return events
 
-    def _slot_for(self, tc: dict[str, Any]) -> "_Slot":
+    def _slot_for(self, tc: dict[str, Any]) -> _Slot:
         index = tc.get("index")
         if index is None:
             call_id = tc.get("id")
@@ -323,7 +248,7 @@ class _ToolCalls:
             if not slot.name:
                 continue  # fragments that never named a tool cannot be called
             raw = "".join(slot.parts)
-            out.append(ToolCall(slot.id, slot.name, _parse_input(raw), raw))
+            out.append(ToolCall(slot.id, slot.name, parse_tool_input(raw), raw))
         return out
 
 
@@ -335,17 +260,6 @@ class _Slot:
         self.name = ""
         self.parts: list[str] = []
         self.started = False
-
-
-def _parse_input(raw: str) -> dict[str, Any] | None:
-    """The call's input: ``{}`` for empty arguments, ``None`` unless it is a JSON object."""
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _usage(raw: dict[str, Any] | None) -> Usage:
@@ -395,17 +309,6 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
     return messages
 
 
-def tool_output_text(message: ToolMessage) -> str:
-    """A tool result as the string the model reads (JSON for anything but a string)."""
-    output = message.output
-    if isinstance(output, str):
-        return output
-    try:
-        return json.dumps(output, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(output)
-
-
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
     function: dict[str, Any] = {"name": name, "parameters": parameters}
     if description:
@@ -418,11 +321,3 @@ def _tool_choice(choice: Any) -> Any:
         name = choice.get("tool_name") or choice.get("name")
         return {"type": "function", "function": {"name": name}}
     return choice
-
-
-_SCHEMA_NAME = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def _schema_name(name: str) -> str:
-    """``response_format`` names must match ``[a-zA-Z0-9_-]{1,64}``."""
-    return (_SCHEMA_NAME.sub("_", name) or "output")[:64]

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Callable
-
-import httpx
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigurationError
 from ._http import AnyClient, SharedClient
@@ -33,7 +32,7 @@ from .openai import OpenAIChatModel
 
 __all__ = ["SharedClient", "register_model_prefix", "resolve_model"]
 
-ModelFactory = Callable[[str, "httpx.AsyncClient | None"], Any]
+ModelFactory = Callable[[str, AnyClient], Any]
 """``factory(rest_of_the_string, client) -> Model``."""
 
 _FACTORIES: dict[str, ModelFactory] = {}
@@ -46,7 +45,7 @@ def register_model_prefix(prefix: str, factory: ModelFactory) -> None:
     _FACTORIES[prefix] = factory
 
 
-def resolve_model(spec: "str | Model | Any", *, client: "AnyClient" = None) -> Model:
+def resolve_model(spec: str | Model | Any, *, client: AnyClient = None) -> Model:
     """A model object for ``spec`` (see the module docstring for the string forms).
 
     ``client`` is handed to the built-in providers for connection reuse.
@@ -70,15 +69,15 @@ def resolve_model(spec: "str | Model | Any", *, client: "AnyClient" = None) -> M
     return factory(rest, client)
 
 
-def _openai(name: str, client: "AnyClient") -> Model:
+def _openai(name: str, client: AnyClient) -> Model:
     return OpenAIChatModel(name, client=client)
 
 
-def _anthropic(name: str, client: "AnyClient") -> Model:
+def _anthropic(name: str, client: AnyClient) -> Model:
     return AnthropicModel(name, client=client)
 
 
-def _openai_compatible(rest: str, client: "AnyClient") -> Model:
+def _openai_compatible(rest: str, client: AnyClient) -> Model:
     match = _COMPATIBLE.match(rest)
     if match is None:
         raise ConfigurationError(

@@ -2,10 +2,10 @@
 
 A failed model call may be retried only while nothing has reached the caller: once a token
 has been yielded, a retry would duplicate output the user has already seen, so later errors
-are raised as they are. Before that point, the conventions of the official SDKs apply
-(``reference/providers.md`` §8): retry transport errors and HTTP 408/409/429/5xx (529
-included), honour ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date) up to a cap,
-otherwise exponential backoff with jitter; two retries by default.
+are raised as they are. Before that point, the conventions of the official SDKs apply:
+retry transport errors and HTTP 408/409/429/5xx (529 included), honour ``retry-after-ms`` /
+``retry-after`` (seconds or an HTTP date) up to a cap, otherwise exponential backoff with
+jitter; two retries by default.
 
 A server-directed wait *longer* than the cap is not shortened and retried: the server has said
 earlier retries will fail (Azure answers a daily quota with ``retry-after: 86400``), so the
@@ -17,8 +17,9 @@ from __future__ import annotations
 import email.utils
 import random
 import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Mapping, TypeVar
+from typing import TypeVar
 
 import httpx
 from tenacity import (
@@ -33,6 +34,8 @@ from ..errors import ProviderError
 __all__ = [
     "RETRYABLE_STATUSES",
     "RetryPolicy",
+    "backoff_delay",
+    "error_retry_after",
     "is_retryable",
     "parse_retry_after",
     "stream_with_retry",
@@ -58,45 +61,97 @@ _RETRYABLE_STREAM_TYPES = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """How often and how long to retry. ``max_retries`` counts retries (attempts - 1).
+_MAX_DOUBLINGS = 64
+"""Beyond this the doubling is far past any ``max_delay``; bounding it keeps the float finite."""
 
-    ``cap_seconds`` bounds a server-directed wait; ``initial_delay``/``max_delay`` shape the
-    exponential backoff used when the server gives no hint (0.5 s, 1 s, 2 s ... up to 8 s, each
-    multiplied by a jitter factor in [0.75, 1]).
+
+def backoff_delay(
+    attempt: int,
+    *,
+    initial_delay: float,
+    max_delay: float,
+    retry_after: float | None = None,
+    max_retry_after: float | None = None,
+) -> float:
+    """Seconds to wait before retry number ``attempt`` (1 for the first retry).
+
+    A positive ``retry_after`` (the server's hint, see :func:`parse_retry_after`) is honoured,
+    bounded by ``max_retry_after`` when one is given. Otherwise the delay doubles from
+    ``initial_delay`` per attempt up to ``max_delay`` (tenacity's ``wait_exponential`` rule),
+    then is multiplied by a jitter factor in [0.75, 1] so that clients failing together do not
+    retry together and the delay never exceeds ``max_delay``.
+    """
+    if retry_after is not None and retry_after > 0:
+        return retry_after if max_retry_after is None else min(retry_after, max_retry_after)
+    doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
+    base = min(initial_delay * 2**doublings, max_delay)
+    return base * (1 - 0.25 * random.random())
+
+
+def error_retry_after(error: BaseException | None) -> float | None:
+    """The wait an error's response asked for (its ``headers``), or ``None`` without a usable hint."""
+    headers = getattr(error, "headers", None)
+    return parse_retry_after(headers) if headers else None
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class RetryPolicy:
+    """How often and how long the transport retries. ``max_retries`` counts retries (attempts - 1).
+
+    ``max_retry_after`` bounds a server-directed wait: a longer one is not retried at all.
+    ``initial_delay``/``max_delay`` shape the backoff used when the server gives no hint
+    (0.5 s, 1 s, 2 s ... up to 8 s, see :func:`backoff_delay`). ``cap_seconds`` is the former
+    name of ``max_retry_after`` and still accepted.
     """
 
-    max_retries: int = 2
-    cap_seconds: float = 60.0
-    initial_delay: float = 0.5
-    max_delay: float = 8.0
+    max_retries: int
+    max_retry_after: float
+    initial_delay: float
+    max_delay: float
+
+    def __init__(
+        self,
+        max_retries: int = 2,
+        max_retry_after: float = 60.0,
+        initial_delay: float = 0.5,
+        max_delay: float = 8.0,
+        *,
+        cap_seconds: float | None = None,
+    ) -> None:
+        object.__setattr__(self, "max_retries", max_retries)
+        object.__setattr__(self, "max_retry_after", max_retry_after if cap_seconds is None else cap_seconds)
+        object.__setattr__(self, "initial_delay", initial_delay)
+        object.__setattr__(self, "max_delay", max_delay)
+
+    @property
+    def cap_seconds(self) -> float:
+        return self.max_retry_after
 
     def backoff(self, retry_number: int) -> float:
         """Delay before retry ``retry_number`` (0-based) when the server gave no hint."""
-        base = min(self.initial_delay * 2**retry_number, self.max_delay)
-        return base * (1 - 0.25 * random.random())
+        return backoff_delay(retry_number + 1, initial_delay=self.initial_delay, max_delay=self.max_delay)
 
     def server_delay(self, error: BaseException) -> float | None:
         """The wait the server asked for, or ``None`` when it gave no usable hint."""
-        if isinstance(error, ProviderError):
-            return parse_retry_after(error.headers)
-        return None
+        return error_retry_after(error) if isinstance(error, ProviderError) else None
 
     def should_retry(self, error: BaseException) -> bool:
         """Whether ``error`` (raised before any output) deserves another attempt."""
         if not is_retryable(error):
             return False
         hint = self.server_delay(error)
-        return hint is None or hint <= self.cap_seconds
+        return hint is None or hint <= self.max_retry_after
 
     def wait(self, state: RetryCallState) -> float:
         """tenacity ``wait`` callback: the server's hint when present, else backoff."""
         error = state.outcome.exception() if state.outcome else None
-        hint = self.server_delay(error) if error is not None else None
-        if hint is not None and 0 < hint <= self.cap_seconds:
-            return hint
-        return self.backoff(state.attempt_number - 1)
+        return backoff_delay(
+            state.attempt_number,
+            initial_delay=self.initial_delay,
+            max_delay=self.max_delay,
+            retry_after=self.server_delay(error) if error is not None else None,
+            max_retry_after=self.max_retry_after,
+        )
 
 
 def is_retryable(error: BaseException) -> bool:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Sequence, Union
+from typing import Any
 
 from ..events import (
     Finish,
@@ -66,7 +67,7 @@ class Step:
         self.tool_calls = calls
 
 
-ScriptEntry = Union[Step, str, Callable[[ModelRequest], "Step | str"]]
+ScriptEntry = Step | str | Callable[[ModelRequest], "Step | str"]
 
 
 def call(name: str, input: dict[str, Any] | str | None = None, id: str | None = None) -> ScriptedToolCall:

@@ -14,8 +14,8 @@ is no per-byte Python loop.
 from __future__ import annotations
 
 import codecs
+from collections.abc import AsyncGenerator, AsyncIterable
 from dataclasses import dataclass
-from typing import AsyncIterable, AsyncIterator
 
 __all__ = ["SSEDecoder", "SSEEvent", "aiter_sse"]
 
@@ -132,7 +132,7 @@ class SSEDecoder:
         # any other field name is ignored, as the spec requires
 
 
-async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncIterator[SSEEvent]:
+async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncGenerator[SSEEvent, None]:
     """Decode an async byte stream (e.g. ``httpx.Response.aiter_bytes()``) into events."""
     decoder = SSEDecoder()
     feed = decoder.feed
