@@ -4,11 +4,9 @@ transport retry of the providers (``models.retry``)."""
 
 from __future__ import annotations
 
-import random
-
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from .models.retry import parse_retry_after
+from .models.retry import backoff_delay, error_retry_after
 
 __all__ = [
     "CompactionConfig",
@@ -68,10 +66,13 @@ class RetryConfig(BaseModel):
 
 def step_retry_delay(error: BaseException, attempt: int, policy: RetryConfig) -> float:
     """Seconds before retry ``attempt`` (1-based) of a failed step: the provider's
-    ``retry-after`` when it sent one (capped), else exponential backoff with jitter."""
-    headers = getattr(error, "headers", None)
-    advised = parse_retry_after(headers) if headers else None
-    if advised is not None:
-        return min(advised, policy.max_delay)
-    backoff = policy.initial_delay * (2 ** (attempt - 1))
-    return min(backoff * (0.75 + random.random() / 2), policy.max_delay)
+    ``retry-after`` when it sent one (capped), else exponential backoff with jitter — the same
+    rule as the providers' transport retry."""
+    cap = policy.max_retry_after if policy.max_retry_after is not None else policy.max_delay
+    return backoff_delay(
+        attempt,
+        initial_delay=policy.initial_delay,
+        max_delay=policy.max_delay,
+        retry_after=error_retry_after(error),
+        max_retry_after=cap,
+    )
