@@ -23,7 +23,9 @@ SECRET_PARAMS = (
 REDACTED = "***"
 
 _QUERY_SECRET = re.compile(r"(?i)(?<=[?&;])(" + "|".join(re.escape(p) for p in SECRET_PARAMS) + r")=[^&;#\s\"']*")
-_AUTH_HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization\s*[:=]\s*)(?:(?:bearer|basic|token)\s+)?[^\s,;\"']+")
+_AUTH_HEADER = re.compile(
+    r"(?i)\b((?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)(?:(?:bearer|basic|digest|token)\s+)?[^\s,;\"']+"
+)
 _BEARER = re.compile(r"(?i)\b(bearer[ .])[A-Za-z0-9\-._~+/=]+")
 
 
