@@ -84,7 +84,7 @@ async def test_a_foreign_origin_is_refused_on_every_route_and_the_websocket(orig
             response = await http.request(method, path, headers={"origin": origin}, json=chat_body())
             assert_refused(response, "forbidden_origin")
             assert SECRET not in response.text
-        status, body = await ws_refusal(ws_url(base), origin=origin)  # type: ignore[arg-type]
+        status, body = await ws_refusal(ws_url(base), origin=origin)
     assert status == 403 and body["error"]["type"] == "forbidden_origin"
     assert len(await agent.session("c").messages()) == 0  # no turn ran
 
@@ -186,6 +186,22 @@ async def test_off_loopback_any_host_is_served_and_origins_are_still_checked() -
         assert_refused(await http.get("/healthz", headers={"origin": "http://evil.example"}), "forbidden_origin")
     async with api(make_agent(), bind_host="0.0.0.0", allowed_hosts=["*"]) as (http, _):
         assert (await http.get("/healthz", headers={"host": "any.example"})).status_code == 200
+
+
+async def test_behind_a_tls_proxy_the_forwarded_scheme_and_host_make_the_pages_own_origin() -> None:
+    """The README's reverse-proxy set-up: think on loopback, the proxy (on 127.0.0.1, which
+    uvicorn trusts) forwarding ``Host`` and ``X-Forwarded-Proto``."""
+    proxied = {"host": "chat.example.com", "x-forwarded-proto": "https", "origin": "https://chat.example.com"}
+    async with api(make_agent(), allowed_hosts=["chat.example.com"]) as (http, base):
+        assert (await http.get("/api/sessions/c/messages", headers=proxied)).status_code == 200
+        plain = await http.get("/api/sessions/c/messages", headers={**proxied, "x-forwarded-proto": "http"})
+        assert_refused(plain, "forbidden_origin")
+        port = int(base.rsplit(":", 1)[1])
+        async with connect(
+            "ws://chat.example.com/agents/think/s1", host="127.0.0.1", port=port, origin="https://chat.example.com",  # type: ignore[arg-type]
+            additional_headers={"x-forwarded-proto": "https"},
+        ) as ws:
+            assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
 
 
 def test_loopback_addresses() -> None:
