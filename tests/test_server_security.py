@@ -27,7 +27,7 @@ from think_core.models.scripted import ScriptedModel, Step
 from think_core.server import create_app
 from think_core.server.logs import redact
 from think_core.server.security import AccessPolicy, canonical_origin, is_loopback
-from think_core.server.testing import running_server
+from think_core.server.testing import running_server, wait_until_healthy
 
 SECRET = "history-secret-4711"
 
@@ -321,13 +321,7 @@ async def test_think_serve_logs_no_token(tmp_path: Any) -> None:
         base = line.split()[3]
         auth = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
-            for _ in range(100):
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
+            await wait_until_healthy(http)
             assert (await http.get("/api/sessions/s/messages", headers=auth)).status_code == 200
             assert (await http.get(f"/?token={token}&session=s")).status_code == 200
             assert (await http.get(f"/api/sessions/s/messages?access_token={token}")).status_code == 401
