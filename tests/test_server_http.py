@@ -20,7 +20,7 @@ from think_core import hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
-from think_core.server.testing import running_server
+from think_core.server.testing import running_server, wait_until_healthy
 
 # type → (required fields, optional fields), besides "type" (AI SDK UIMessageChunk, strict).
 _TOOL_OPT = {"providerExecuted", "providerMetadata", "dynamic", "title"}
@@ -368,13 +368,7 @@ async def test_think_serve_runs_the_app_and_stops_cleanly_on_sigint(tmp_path: An
         assert line.startswith("think: serving on http://127.0.0.1:"), line
         base = line.split()[3]
         async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
-            for _ in range(100):  # the socket is bound before the app finishes starting
-                try:
-                    if (await http.get("/healthz")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                await asyncio.sleep(0.05)
+            await wait_until_healthy(http)
             page = await http.get("/")
             _, chunks = await post_chat(http, transport_body("cli", [user("weather in oslo", "u1")]))
     finally:

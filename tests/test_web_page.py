@@ -1,7 +1,8 @@
 """The built-in chat page in headless Chromium (python playwright, the system's ``chromium``).
 
 The page must stream the reply (its text grows while the turn runs), show each tool call with
-its hook decision (allowed / blocked), and the turn's hook timeline. A screenshot is saved to
+its hook decision (allowed / blocked), and the turn's hook timeline — all under its strict
+Content-Security-Policy, with no violation reported. A screenshot is saved to
 ``test-artifacts/web-chat.png`` for a human to look at.
 """
 
@@ -32,6 +33,8 @@ LAUNCH_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+#: Records every CSP violation the page reports (an init script runs outside the page's CSP).
+WATCH_CSP = "window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
 FINAL_TEXT = "It is sunny in Paris, 21 °C. I did not delete anything: that tool is blocked here."
 
 
@@ -75,8 +78,14 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
             errors: list[str] = []
+            console: list[str] = []
             page.on("pageerror", lambda exc: errors.append(str(exc)))
-            await page.goto(f"{base}/?session=web1")
+            page.on("console", lambda msg: console.append(msg.text))
+            await page.add_init_script(WATCH_CSP)
+            response = await page.goto(f"{base}/?session=web1")
+            assert response is not None
+            csp = (await response.all_headers())["content-security-policy"]
+            assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp and "unsafe-inline" not in csp
             await page.wait_for_selector("#status.connected", timeout=10_000)
             # Record every length the reply's text takes, to prove it arrives in pieces.
             await page.evaluate(
@@ -116,6 +125,8 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
             partial = sorted({n for n in lengths if 0 < n < total})
             assert len(partial) >= 5, f"the reply did not stream: lengths seen {sorted(set(lengths))}"
             assert errors == []
+            assert await page.evaluate("window.__csp") == []
+            assert not [line for line in console if "Content Security Policy" in line], console
             await page.screenshot(path=str(ARTIFACTS / "web-chat.png"), full_page=True)
         finally:
             await browser.close()
@@ -146,6 +157,7 @@ async def test_page_runs_its_client_tool_and_asks_for_approvals() -> None:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 800})
+            await page.add_init_script(WATCH_CSP)
             await page.goto(f"{base}/?session=web2")
             await page.wait_for_selector("#status.connected", timeout=10_000)
             await page.fill("#input", "What time is it here? Then email Ada.")
@@ -163,6 +175,7 @@ async def test_page_runs_its_client_tool_and_asks_for_approvals() -> None:
                 timeout=5_000,
             )
             assert "sent to ada@example.com" in await mail.locator(".output").inner_text()
+            assert await page.evaluate("window.__csp") == []
         finally:
             await browser.close()
     # The model received the browser's answer: an ISO timestamp and a time zone.
@@ -171,3 +184,30 @@ async def test_page_runs_its_client_tool_and_asks_for_approvals() -> None:
     assert set(time_result.output) == {"iso", "timeZone"} and time_result.output["iso"].endswith("Z")
     stored = await agent.session("web2").messages()
     assert [m.role for m in stored] == ["user", "assistant", "assistant", "assistant"]
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)")
+async def test_page_with_a_token_connects_through_the_websocket_subprotocol() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = Think(ScriptedModel([Step(text="Token accepted.")]), store=":memory:", load_entrypoints=False)
+    sockets: list[str] = []
+    async with running_server(create_app(agent, api_token="tok-123_abc")) as base, async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        try:
+            page = await browser.new_page()
+            page.on("websocket", lambda ws: sockets.append(ws.url))
+            await page.add_init_script(WATCH_CSP)
+            await page.goto(f"{base}/?session=web3&token=tok-123_abc")
+            await page.wait_for_selector("#status.connected", timeout=10_000)
+            await page.fill("#input", "hello")
+            await page.press("#input", "Enter")
+            await page.wait_for_function(
+                "() => document.querySelector('#messages').innerText.includes('Token accepted.')", timeout=15_000
+            )
+            assert await page.evaluate("window.__csp") == []
+        finally:
+            await browser.close()
+    # The token travelled in Sec-WebSocket-Protocol, not in the URL an access log would record.
+    assert sockets and all("tok-123_abc" not in url for url in sockets)
+    assert [m.role for m in await agent.session("web3").messages()] == ["user", "assistant"]

@@ -4,9 +4,14 @@ Examples:
   think serve --model openai:gpt-4o-mini --db chats.db
   think serve --model demo --port 8000        (offline: the demo's scripted model and tools)
 
+  think serve --model demo --host 0.0.0.0 --token "$TOKEN" --allowed-host chat.example.com \
+      --allow-origin https://chat.example.com        (behind a TLS reverse proxy)
+
 Routes: / (chat page), /agents/think/<session> (WebSocket, cf_agent_* protocol),
 POST /api/chat (AI SDK UI message stream), /api/sessions/<id>/messages, /healthz.
-Set THINK_API_TOKEN (or --token) to require a bearer token.
+Set THINK_API_TOKEN (or --token) to require a bearer token. Browser pages of other origins
+are refused unless listed with --allow-origin; on a loopback --host only localhost names are
+accepted as Host (add more with --allowed-host). Tokens are masked in the access log.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -50,8 +56,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 = any free port)")
     parser.add_argument("--token", default=None, help="bearer token required by the API (default: $THINK_API_TOKEN)")
-    parser.add_argument("--max-body-bytes", type=int, default=None, help="largest request body / WebSocket frame")
+    parser.add_argument(
+        "--max-body", "--max-body-bytes", dest="max_body_bytes", type=byte_size, default=None, metavar="SIZE",
+        help="largest request body / WebSocket frame, e.g. 8MiB or 1000000 (default: 4MiB)",
+    )
+    parser.add_argument(
+        "--allow-origin", action="append", default=None, metavar="URL",
+        help="a browser origin (scheme://host[:port]) allowed besides the server's own; repeatable; '*' allows any",
+    )
+    parser.add_argument(
+        "--allowed-host", action="append", default=None, metavar="NAME",
+        help="a Host name accepted besides localhost, 127.0.0.1 and [::1] (*.example.com for subdomains); repeatable",
+    )
     parser.add_argument("--no-timeline", action="store_true", help="do not send hook timeline frames to WebSocket clients")
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def byte_size(text: str) -> int:
+    """``"8MiB"``, ``"512k"`` or ``"1048576"`` as a number of bytes (at least 1)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", text)
+    unit = match.group(2).lower() if match else None
+    if match is None or unit not in _UNITS or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 8MiB, 512KiB, 1000000)")
+    return int(match.group(1)) * _UNITS[unit]
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -59,6 +88,7 @@ async def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
+        from ..server.logs import uvicorn_log_config
     except ImportError as exc:
         print(f"think serve: the server extra is not installed ({exc.name}); install the server extra (from a checkout: pip install -e '.[server]')", file=sys.stderr)
         return 2
@@ -68,15 +98,22 @@ async def run(args: argparse.Namespace) -> int:
         print(f"think: {exc}", file=sys.stderr)
         return 2
     try:
-        app = create_app(
-            agent,
-            api_token=args.token,
-            max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
-            timeline=not args.no_timeline,
-        )
+        try:
+            app = create_app(
+                agent,
+                api_token=args.token,
+                max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                timeline=not args.no_timeline,
+                allowed_origins=args.allow_origin or (),
+                allowed_hosts=args.allowed_host,
+                bind_host=args.host,
+            )
+        except ValueError as exc:  # e.g. an --allow-origin that is not an origin
+            print(f"think serve: {exc}", file=sys.stderr)
+            return 2
         config = uvicorn.Config(
             app, host=args.host, port=args.port, ws="websockets-sansio", lifespan="on", log_level="info",
-            timeout_graceful_shutdown=5,
+            log_config=uvicorn_log_config(), timeout_graceful_shutdown=5,
         )
         # Bind first, so the announced URL has the real port (also for --port 0).
         sock = config.bind_socket()

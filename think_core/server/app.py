@@ -3,6 +3,7 @@
 Routes::
 
     GET  /                                   the built-in chat page (static HTML + vanilla JS)
+    GET  /static/{chat.js,chat.css}          the page's script and styles
     GET  /healthz                            {"status": "ok"} (never needs the token)
     WS   /agents/think/{session_id}          cf_agent_* chat protocol (see ``ws`` / ``frames``)
     POST /api/chat                           AI SDK UI message stream (see ``http``)
@@ -10,20 +11,27 @@ Routes::
     GET  /api/sessions/{session_id}/submissions  {"id", "submissions": [...]} (?status=&limit=)
 
 With a token (``api_token=`` or ``THINK_API_TOKEN``) every API route and the WebSocket need
-``Authorization: Bearer <token>``; the WebSocket also accepts ``?token=<token>`` because
-browsers cannot set headers on it. The page itself holds no data and is public.
+``Authorization: Bearer <token>``; the WebSocket also accepts ``?token=<token>`` or a
+``bearer.<token>`` subprotocol because browsers cannot set headers on it (see ``auth``). The
+page itself holds no data and is public.
+
+Every route, the WebSocket included, sits behind the ``Origin`` / ``Host`` checks of
+``security`` and answers with ``nosniff``, ``no-referrer`` and a ``frame-ancestors 'none'``
+Content-Security-Policy; the page's own CSP allows only this server's script, styles and socket.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from importlib import resources
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
@@ -31,25 +39,36 @@ from starlette.websockets import WebSocket
 
 from ..agent import Think
 from . import http
-from .auth import is_authorized
+from .auth import accepted_subprotocol, is_authorized
 from .frames import timeline_frame
 from .hub import SessionHub
+from .security import PAGE_CSP, WS_POLICY_VIOLATION, AccessGuard, AccessPolicy, SecurityHeaders
 from .timeline import TimelineRecorder
 from .ws import serve_socket
 
 #: Largest accepted request body / WebSocket frame. Chat clients resend the whole transcript
-#: with every request, so this is generous; it bounds memory per request, not history size.
+#: with every request, so this is generous (4 MiB of JSON is more text than a model's context
+#: window holds); it bounds memory per request, not history size.
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
-WS_POLICY_VIOLATION = 1008
+
+#: The page's assets: name -> media type. Nothing else under ``static/`` is served.
+ASSETS = {"chat.js": "text/javascript; charset=utf-8", "chat.css": "text/css; charset=utf-8"}
 
 
-def _page() -> str:
-    return resources.files(__package__).joinpath("static/index.html").read_text(encoding="utf-8")
+def _static(name: str) -> str:
+    return resources.files(__package__).joinpath(f"static/{name}").read_text(encoding="utf-8")
 
 
 async def page(request: Request) -> Response:
-    return HTMLResponse(_page(), headers={"cache-control": "no-cache"})
+    return HTMLResponse(_static("index.html"), headers={"cache-control": "no-cache", "content-security-policy": PAGE_CSP})
+
+
+async def asset(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in ASSETS:
+        return await not_found(request, LookupError(name))
+    return Response(_static(name), media_type=ASSETS[name], headers={"cache-control": "no-cache"})
 
 
 async def healthz(request: Request) -> Response:
@@ -96,7 +115,7 @@ def timeline_recorder(hub: SessionHub) -> TimelineRecorder:
 def socket_endpoint(agent: Think, hub: SessionHub, token: str | None, max_frame_bytes: int) -> Callable[[WebSocket], Awaitable[None]]:
     async def socket(websocket: WebSocket) -> None:
         session_id = websocket.path_params["session_id"]
-        if not is_authorized(websocket, token, allow_query=True):
+        if not is_authorized(websocket, token, allow_query=True, allow_subprotocol=True):
             await websocket.close(code=WS_POLICY_VIOLATION)  # before accept: an HTTP 403
             return
         try:
@@ -104,7 +123,7 @@ def socket_endpoint(agent: Think, hub: SessionHub, token: str | None, max_frame_
         except http.HTTPError:
             await websocket.close(code=WS_POLICY_VIOLATION)
             return
-        await serve_socket(websocket, agent, hub, max_frame_bytes=max_frame_bytes)
+        await serve_socket(websocket, agent, hub, max_frame_bytes=max_frame_bytes, subprotocol=accepted_subprotocol(websocket))
 
     return socket
 
@@ -124,20 +143,50 @@ def lifespan(agent: Think, hub: SessionHub, recorder: TimelineRecorder | None) -
     return run
 
 
+def middleware(policy: AccessPolicy) -> list[Middleware]:
+    """Outermost first: headers on every answer (refusals too), then the access checks, then
+    CORS for the allowed origins, so that their pages may read the API's answers."""
+    stack = [Middleware(SecurityHeaders), Middleware(AccessGuard, policy=policy)]
+    if policy.cors_origins:
+        stack.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=policy.cors_origins,
+                allow_methods=["GET", "POST"],
+                allow_headers=["authorization", "content-type"],
+                expose_headers=["x-vercel-ai-ui-message-stream"],
+            )
+        )
+    return stack
+
+
 def create_app(
     agent: Think,
     *,
     api_token: str | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     timeline: bool = True,
+    allowed_origins: Sequence[str] = (),
+    allowed_hosts: Sequence[str] | None = None,
+    bind_host: str | None = "127.0.0.1",
 ) -> Starlette:
     """An ASGI app serving ``agent``.
 
     :param api_token: bearer token required by the API and the WebSocket; defaults to the
         ``THINK_API_TOKEN`` environment variable; empty/``None`` means no authentication.
-    :param max_body_bytes: larger HTTP bodies get 413, larger WebSocket frames an error frame.
+    :param max_body_bytes: larger HTTP bodies get 413 (counted while reading), larger WebSocket
+        frames an error frame.
     :param timeline: register a recorder plugin that sends each turn's hook events to the
         WebSocket clients as ``think_timeline`` frames (the page shows them).
+    :param allowed_origins: browser origins (``scheme://host[:port]``) allowed besides the
+        server's own; ``"*"`` allows every origin, ``"null"`` the opaque ``Origin: null``.
+        Requests from other origins get 403; the listed ones also get CORS headers.
+    :param allowed_hosts: ``Host`` names accepted besides ``localhost``, ``127.0.0.1`` and
+        ``[::1]`` (``*.example.com`` for subdomains, ``"*"`` for any). Giving the list turns the
+        ``Host`` check on whatever ``bind_host`` is.
+    :param bind_host: the address the server listens on. On a loopback address (the default,
+        as ``think serve``'s) the ``Host`` check is on, which stops DNS rebinding; pass the real
+        address (``"0.0.0.0"``) or ``None`` when serving beyond this machine.
     """
     token = api_token if api_token is not None else os.environ.get("THINK_API_TOKEN") or None
     hub = SessionHub()
@@ -156,12 +205,14 @@ def create_app(
     app = Starlette(
         routes=[
             Route("/", page, methods=["GET"]),
+            Route("/static/{name}", asset, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/api/chat", guarded(chat, token), methods=["POST"]),
             Route("/api/sessions/{session_id}/messages", guarded(messages, token), methods=["GET"]),
             Route("/api/sessions/{session_id}/submissions", guarded(submissions, token), methods=["GET"]),
             WebSocketRoute("/agents/think/{session_id}", socket_endpoint(agent, hub, token, max_body_bytes)),
         ],
+        middleware=middleware(AccessPolicy.build(allowed_origins, allowed_hosts, bind_host)),
         exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
         lifespan=lifespan(agent, hub, recorder),
     )

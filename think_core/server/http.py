@@ -5,8 +5,10 @@ submissions of a session, and a health check.
 (``{id, messages, trigger, messageId, ...custom}``; ``id`` is the session id) and answers with
 the UI message stream protocol: ``content-type: text/event-stream``,
 ``x-vercel-ai-ui-message-stream: v1``, one ``data: <chunk JSON>`` event per chunk and a final
-``data: [DONE]``, so ``useChat`` front ends work unchanged. Errors before streaming are JSON
-``{"error": {"message", "type"}}`` with a 4xx/5xx status.
+``data: [DONE]``, so ``useChat`` front ends work unchanged. The body must be
+``Content-Type: application/json`` (415 otherwise) and at most ``max_body_bytes`` (413, enforced
+while reading). Errors before streaming are JSON ``{"error": {"message", "type"}}`` with a
+4xx/5xx status.
 """
 
 from __future__ import annotations
@@ -75,7 +77,16 @@ def sse(chunk: dict[str, Any]) -> str:
 SSE_DONE = "data: [DONE]\n\n"
 
 
+def require_json_content(request: Request) -> None:
+    """Refuse bodies not declared as JSON (415). A page on another origin can send a "simple"
+    ``text/plain`` POST without a CORS preflight; ``application/json`` always needs one."""
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise HTTPError(415, "the request body must be sent as Content-Type: application/json", "unsupported_media_type")
+
+
 async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: int) -> Response:
+    require_json_content(request)
     payload = await read_json(request, max_body_bytes)
     if not isinstance(payload, dict):
         raise HTTPError(400, "request body must be a JSON object", "invalid_request")

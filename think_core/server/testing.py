@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import uvicorn
 
 
@@ -46,3 +47,18 @@ async def running_server(app: Any, *, host: str = "127.0.0.1", port: int = 0, st
     finally:
         server.should_exit = True
         await task
+
+
+async def wait_until_healthy(http: httpx.AsyncClient, *, timeout: float = 5.0) -> None:
+    """Poll ``/healthz`` until it answers 200: a server started in another process (``think
+    serve``) binds its socket before the app has finished starting."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            if (await http.get("/healthz")).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"{http.base_url} did not become healthy within {timeout}s")
+        await asyncio.sleep(0.05)

@@ -36,8 +36,11 @@ Handler = Callable[[dict[str, Any]], Awaitable[None]]
 class ChatSocket:
     """The protocol state of one WebSocket connection to one session."""
 
-    def __init__(self, agent: Think, hub: SessionHub, session_id: str, websocket: WebSocket, *, max_frame_bytes: int) -> None:
+    def __init__(
+        self, agent: Think, hub: SessionHub, session_id: str, websocket: WebSocket, *, max_frame_bytes: int, subprotocol: str | None = None
+    ) -> None:
         self.agent = agent
+        self.subprotocol = subprotocol
         self.hub = hub
         self.session_id = session_id
         self.session = agent.session(session_id)
@@ -58,7 +61,7 @@ class ChatSocket:
 
     # -- connection lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
-        await self.websocket.accept()
+        await self.websocket.accept(subprotocol=self.subprotocol)
         self.connection = self.hub.connect(self.session_id, self.websocket)
         try:
             try:
@@ -222,7 +225,9 @@ def _optional_bool(frame: dict[str, Any], field: str) -> bool:
     return value
 
 
-async def serve_socket(websocket: WebSocket, agent: Think, hub: SessionHub, *, max_frame_bytes: int) -> None:
+async def serve_socket(
+    websocket: WebSocket, agent: Think, hub: SessionHub, *, max_frame_bytes: int, subprotocol: str | None = None
+) -> None:
     session_id = websocket.path_params["session_id"]
-    await ChatSocket(agent, hub, session_id, websocket, max_frame_bytes=max_frame_bytes).run()
+    await ChatSocket(agent, hub, session_id, websocket, max_frame_bytes=max_frame_bytes, subprotocol=subprotocol).run()
 

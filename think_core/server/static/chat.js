@@ -1,0 +1,326 @@
+// The built-in chat page's script (served as a file: the page's CSP allows no inline script).
+"use strict";
+(() => {
+  const params = new URLSearchParams(location.search);
+  const sessionId = params.get("session") || "default";
+  const token = params.get("token");
+  const SUBPROTOCOL_CHARS = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/;
+
+  // Tools the browser executes itself (client tools): declared with every request.
+  const CLIENT_TOOLS = {
+    get_browser_time: {
+      description: "The current date, time and time zone of the user's browser.",
+      parameters: { type: "object", properties: {} },
+      run: () => ({ iso: new Date().toISOString(), timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone }),
+    },
+  };
+
+  const state = {
+    messages: [],          // UIMessage objects, server-authoritative
+    streams: new Map(),    // stream id -> assistant message being built
+    mine: new Set(),       // stream ids this tab started (for the Stop button)
+    decisions: new Map(),  // toolCallId -> "allowed" | "blocked" | "substituted"
+    turns: new Map(),      // request id -> {events, status, trigger}
+    rawInputs: new Map(),  // toolCallId -> streamed input text
+    notes: new Map(),      // message id -> {error, aborted}: stream events the snapshot lacks
+    expectContinuation: false,
+  };
+  let ws = null;
+  let renderQueued = false;
+
+  const $ = (id) => document.getElementById(id);
+  $("session-id").textContent = sessionId;
+
+  // -- connection ---------------------------------------------------------------------------
+  function connect() {
+    const url = new URL(`/agents/think/${encodeURIComponent(sessionId)}`, location.href);
+    url.protocol = location.protocol === "https:" ? "wss:" : "ws:";
+    // The token rides in Sec-WebSocket-Protocol, which no access log records; one that is not
+    // a valid protocol name falls back to the ?token= query parameter.
+    const protocols = [];
+    if (token && SUBPROTOCOL_CHARS.test(token)) protocols.push("think", "bearer." + token);
+    else if (token) url.searchParams.set("token", token);
+    ws = new WebSocket(url, protocols);
+    setStatus("connecting…", "");
+    ws.onopen = () => setStatus("connected", "connected");
+    ws.onclose = () => { setStatus("disconnected", "closed"); state.mine.clear(); updateButtons(); setTimeout(connect, 1000); };
+    ws.onmessage = (event) => {
+      let frame;
+      try { frame = JSON.parse(event.data); } catch { return; }
+      onFrame(frame);
+    };
+  }
+  function send(frame) {
+    if (ws && ws.readyState === WebSocket.OPEN) { ws.send(JSON.stringify(frame)); return true; }
+    toast("not connected");
+    return false;
+  }
+  function setStatus(text, cls) { const el = $("status"); el.textContent = text; el.className = "status " + cls; }
+
+  // -- frames from the server -----------------------------------------------------------------
+  function onFrame(frame) {
+    switch (frame.type) {
+      case "cf_agent_chat_messages":
+        state.messages = frame.messages || [];
+        for (const [id, msg] of state.streams) {
+          const fresh = state.messages.find((m) => m.id === msg.id);
+          if (fresh) state.streams.set(id, fresh);
+        }
+        break;
+      case "cf_agent_message_updated": upsert(frame.message); break;
+      case "cf_agent_chat_clear":
+        state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear(); break;
+      case "cf_agent_use_chat_response": onResponse(frame); break;
+      case "think_timeline": onTimeline(frame); break;
+      case "cf_agent_error": toast(frame.error && frame.error.message || "error"); break;
+      default: return;
+    }
+    scheduleRender();
+  }
+
+  function upsert(message) {
+    const i = state.messages.findIndex((m) => m.id === message.id);
+    if (i >= 0) state.messages[i] = message; else state.messages.push(message);
+  }
+
+  function onResponse(frame) {
+    // The continuation this tab's tool result or approval started counts as this tab's own.
+    if (frame.continuation && state.expectContinuation && !state.streams.has(frame.id) && !frame.done) {
+      state.expectContinuation = false;
+      state.mine.add(frame.id);
+      updateButtons();
+    }
+    if (frame.done) {
+      if (frame.error && frame.body) toast(frame.body);
+      state.streams.delete(frame.id);
+      state.mine.delete(frame.id);
+      updateButtons();
+      return;
+    }
+    let chunk;
+    try { chunk = JSON.parse(frame.body); } catch { return; }
+    applyChunk(frame.id, chunk);
+  }
+
+  function streamMessage(streamId, messageId) {
+    let msg = state.streams.get(streamId);
+    if (!msg) {
+      const id = messageId || streamId;
+      msg = state.messages.find((m) => m.id === id);
+      if (!msg) { msg = { id, role: "assistant", parts: [] }; state.messages.push(msg); }
+      state.streams.set(streamId, msg);
+    }
+    return msg;
+  }
+
+  function findToolPart(toolCallId) {
+    for (let i = state.messages.length - 1; i >= 0; i--) {
+      const part = state.messages[i].parts.find((p) => p.toolCallId === toolCallId);
+      if (part) return part;
+    }
+    return null;
+  }
+
+  function lastOpen(msg, kind, id) {
+    for (let i = msg.parts.length - 1; i >= 0; i--) {
+      const p = msg.parts[i];
+      if (p.type === kind && p._id === id) return p;
+    }
+    const part = { type: kind, text: "", _id: id };
+    msg.parts.push(part);
+    return part;
+  }
+
+  function applyChunk(streamId, chunk) {
+    const msg = streamMessage(streamId, chunk.type === "start" ? chunk.messageId : undefined);
+    switch (chunk.type) {
+      case "start-step": msg.parts.push({ type: "step-start" }); break;
+      case "text-start": case "reasoning-start":
+        msg.parts.push({ type: chunk.type.split("-")[0], text: "", _id: chunk.id }); break;
+      case "text-delta": lastOpen(msg, "text", chunk.id).text += chunk.delta; break;
+      case "reasoning-delta": lastOpen(msg, "reasoning", chunk.id).text += chunk.delta; break;
+      case "tool-input-start":
+        msg.parts.push({ type: "tool-" + chunk.toolName, toolCallId: chunk.toolCallId, state: "input-streaming" }); break;
+      case "tool-input-delta":
+        state.rawInputs.set(chunk.toolCallId, (state.rawInputs.get(chunk.toolCallId) || "") + chunk.inputTextDelta); break;
+      case "tool-input-available": {
+        let part = findToolPart(chunk.toolCallId);
+        if (!part) { part = { type: "tool-" + chunk.toolName, toolCallId: chunk.toolCallId }; msg.parts.push(part); }
+        Object.assign(part, { state: "input-available", input: chunk.input });
+        if (CLIENT_TOOLS[chunk.toolName] && state.mine.has(streamId)) runClientTool(chunk);
+        break;
+      }
+      case "tool-output-available": {
+        const part = findToolPart(chunk.toolCallId);
+        if (part) Object.assign(part, { state: "output-available", output: chunk.output });
+        break;
+      }
+      case "tool-output-error": {
+        const part = findToolPart(chunk.toolCallId);
+        if (part) Object.assign(part, { state: "output-error", errorText: chunk.errorText });
+        break;
+      }
+      case "tool-output-denied": {
+        const part = findToolPart(chunk.toolCallId);
+        if (part) part.state = "output-denied";
+        break;
+      }
+      case "tool-approval-request": {
+        const part = findToolPart(chunk.toolCallId);
+        if (part) { part.state = "approval-requested"; part.approval = { id: chunk.approvalId }; }
+        break;
+      }
+      case "error": note(msg.id).error = chunk.errorText; break;
+      case "abort": note(msg.id).aborted = true; break;
+      default: break;
+    }
+  }
+
+  function note(messageId) {
+    if (!state.notes.has(messageId)) state.notes.set(messageId, {});
+    return state.notes.get(messageId);
+  }
+
+  function runClientTool(chunk) {
+    let output, errorText;
+    try { output = CLIENT_TOOLS[chunk.toolName].run(chunk.input || {}); }
+    catch (e) { errorText = String(e); }
+    const frame = { type: "cf_agent_tool_result", toolCallId: chunk.toolCallId, toolName: chunk.toolName, autoContinue: true };
+    if (errorText === undefined) frame.output = output; else Object.assign(frame, { state: "output-error", errorText });
+    if (send(frame)) state.expectContinuation = true;
+  }
+
+  function onTimeline(frame) {
+    const ev = frame.event || {};
+    const key = ev.requestId || frame.id;
+    let turn = state.turns.get(key);
+    if (!turn) { turn = { events: [], status: "running", trigger: ev.trigger || "" }; state.turns.set(key, turn); }
+    turn.events.push(ev);
+    if (ev.hook === "before_turn") turn.trigger = ev.trigger + (ev.continuation ? " · continuation" : "");
+    if (ev.hook === "on_chat_response") turn.status = ev.status;
+    if (ev.hook === "after_tool_call") state.decisions.set(ev.toolCallId, ev.label);
+  }
+
+  // -- sending --------------------------------------------------------------------------------
+  function newId(prefix) { return prefix + "_" + Math.random().toString(36).slice(2, 10) + Date.now().toString(36); }
+
+  function submit(text) {
+    const message = { id: newId("msg"), role: "user", parts: [{ type: "text", text }] };
+    const clientTools = Object.entries(CLIENT_TOOLS).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
+    const requestId = newId("req");
+    const body = { messages: [...state.messages.map(strip), message], trigger: "submit-message", clientTools };
+    if (!send({ type: "cf_agent_use_chat_request", id: requestId, init: { method: "POST", body: JSON.stringify(body) } })) return;
+    state.messages.push(message);
+    state.mine.add(requestId);
+    updateButtons();
+    scheduleRender();
+  }
+  function strip(m) {
+    return { id: m.id, role: m.role, parts: m.parts.map(({ _id, ...p }) => p), metadata: m.metadata };
+  }
+
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("input").value.trim();
+    if (!text) return;
+    $("input").value = "";
+    submit(text);
+  });
+  $("input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  $("stop").addEventListener("click", () => { for (const id of state.mine) send({ type: "cf_agent_chat_request_cancel", id }); });
+  $("clear").addEventListener("click", () => send({ type: "cf_agent_chat_clear" }));
+  $("messages").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-approve]");
+    if (!button) return;
+    if (send({ type: "cf_agent_tool_approval", toolCallId: button.dataset.call, approved: button.dataset.approve === "yes", autoContinue: true })) {
+      state.expectContinuation = true;
+    }
+    button.parentElement.querySelectorAll("button").forEach((b) => (b.disabled = true));
+  });
+  function updateButtons() { $("stop").disabled = state.mine.size === 0; }
+
+  // -- rendering ----------------------------------------------------------------------------------
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  const pretty = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
+
+  function toolName(part) { return part.type === "dynamic-tool" ? part.toolName : part.type.slice(5); }
+
+  function renderTool(part) {
+    const name = toolName(part);
+    const decision = state.decisions.get(part.toolCallId);
+    const client = CLIENT_TOOLS[name] ? '<span class="badge">client tool</span>' : "";
+    let html = `<div class="tool" data-tool="${esc(name)}" data-call="${esc(part.toolCallId)}" data-state="${esc(part.state || "")}">`;
+    html += `<div class="head"><span class="name">${esc(name)}</span>${client}`;
+    html += `<span class="badge state ${esc(part.state || "")}">${esc(part.state || "")}</span>`;
+    if (decision) html += `<span class="badge decision ${esc(decision)}" title="before_tool_call decision">${esc(decision)}</span>`;
+    html += `</div>`;
+    const input = part.input !== undefined ? part.input : state.rawInputs.get(part.toolCallId);
+    if (input !== undefined && input !== null) html += `<div class="label">input</div><pre class="input">${esc(pretty(input))}</pre>`;
+    if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
+    if (part.state === "output-error" || part.state === "output-denied") html += `<div class="label">error</div><pre class="output">${esc(part.errorText || "denied")}</pre>`;
+    if (part.state === "approval-requested") {
+      html += `<div class="actions"><button data-approve="yes" data-call="${esc(part.toolCallId)}">Approve</button>` +
+              `<button data-approve="no" data-call="${esc(part.toolCallId)}">Deny</button></div>`;
+    }
+    return html + `</div>`;
+  }
+
+  function renderMessage(m) {
+    let body = "";
+    for (const part of m.parts || []) {
+      if (part.type === "text") body += `<div class="text">${esc(part.text)}</div>`;
+      else if (part.type === "reasoning") body += `<div class="reasoning">${esc(part.text)}</div>`;
+      else if (part.toolCallId) body += renderTool(part);
+    }
+    const extra = state.notes.get(m.id);
+    if (extra && extra.error) body += `<div class="error">⚠ ${esc(extra.error)}</div>`;
+    if (extra && extra.aborted) body += `<div class="aborted">stopped</div>`;
+    return `<div class="msg" data-role="${esc(m.role)}" data-id="${esc(m.id)}">${body}</div>`;
+  }
+
+  function renderTimeline() {
+    if (!state.turns.size) return '<div class="empty">Each turn\'s hooks appear here.</div>';
+    let html = "";
+    for (const [id, turn] of state.turns) {
+      html += `<div class="turn" data-request="${esc(id)}"><div class="title"><span>${esc(turn.trigger || "turn")}</span>` +
+              `<span class="status-${esc(turn.status)}">${esc(turn.status)}</span></div>`;
+      for (const ev of turn.events) {
+        const bits = [];
+        if (ev.step !== undefined) bits.push(esc("step " + ev.step));
+        if (ev.tool) bits.push(esc(ev.tool));
+        if (ev.label) bits.push(`<span class="badge decision ${esc(ev.label)}">${esc(ev.label)}</span>`);
+        if (ev.finish_reason) bits.push(esc(ev.finish_reason));
+        if (ev.status) bits.push(esc(ev.status));
+        if (ev.error) bits.push(esc(ev.error));
+        html += `<div class="timeline-event" data-hook="${esc(ev.hook)}"><span class="t">+${Number(ev.t_ms || 0).toFixed(1)}ms</span>` +
+                `<span><span class="hook ${esc(ev.hook)}">${esc(ev.hook)}</span> <span class="detail">${bits.join(" · ")}</span></span></div>`;
+      }
+      html += `</div>`;
+    }
+    return html;
+  }
+
+  function render() {
+    renderQueued = false;
+    const box = $("messages");
+    const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
+    box.innerHTML = state.messages.length ? state.messages.map(renderMessage).join("") : '<div class="empty">Say hello to start.</div>';
+    if (atBottom) box.scrollTop = box.scrollHeight;
+    const tl = $("timeline");
+    tl.innerHTML = renderTimeline();
+    tl.scrollTop = tl.scrollHeight;
+  }
+  function scheduleRender() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(render); } }
+
+  let toastTimer = null;
+  function toast(text) {
+    const el = $("toast");
+    el.textContent = text; el.style.display = "block";
+    clearTimeout(toastTimer); toastTimer = setTimeout(() => (el.style.display = "none"), 5000);
+  }
+
+  render();
+  connect();
+})();
