@@ -42,7 +42,8 @@ from think_core.store import SQLiteStore
 WRITE_METHODS = (
     "ensure_session", "append_messages", "upsert_message", "delete_messages", "clear_messages",
     "add_compaction", "create_submission", "claim_next_submission", "mark_submission_applied",
-    "apply_submission_messages", "finish_submission", "recover_submissions", "set_state",
+    "apply_submission_messages", "finish_submission", "retake_stale_submissions", "requeue_submission",
+    "heartbeat_submission", "set_state",
 )
 READ_METHODS = (
     "list_sessions", "list_messages", "get_message", "list_compactions", "history", "get_submission",

@@ -18,6 +18,7 @@ from pydantic import ConfigDict
 from .errors import UnknownSubmission
 from .messages import MessageInput, coerce_messages
 from .store import Submission
+from .submission_recovery import recover_submissions
 from .turn import TurnRequest
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class SubmissionQueue:
     async def recover(self) -> None:
         """Called once when the session opens in this process. Rows another live process is
         running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
-        self._recovery = await self.db.recover_submissions(self.session_id, stale_after=self.lease)
+        self._recovery = await self.db.run(recover_submissions, self.session_id, stale_after=self.lease)
         if self._recovery or await self.db.list_submissions(self.session_id, status="pending", limit=1):
             self.kick()
 

@@ -42,7 +42,13 @@ from . import http
 from .auth import accepted_subprotocol, is_authorized
 from .frames import timeline_frame
 from .hub import SessionHub
-from .security import PAGE_CSP, WS_POLICY_VIOLATION, AccessGuard, AccessPolicy, SecurityHeaders
+from .security import (
+    PAGE_CSP,
+    WS_POLICY_VIOLATION,
+    AccessGuard,
+    AccessPolicy,
+    SecurityHeaders,
+)
 from .timeline import TimelineRecorder
 from .ws import serve_socket
 

@@ -1,170 +1,37 @@
-"""Persistence (DESIGN §7): the ``Store`` protocol and its embedded SQLite default.
+"""The embedded SQLite store: standard library ``sqlite3`` only, SQL only.
 
-``SQLiteStore`` uses only the standard library ``sqlite3``. One connection per store,
-shared between threads and guarded by a ``threading.Lock``; every method is synchronous and
-short, so async code may call it directly. File databases run in WAL mode with
-``synchronous=NORMAL`` and a busy timeout, so several stores (in one process or in several)
-can share one file. Every write runs in a ``BEGIN IMMEDIATE`` transaction: the write lock is
-taken up front, which makes read-then-write sequences (idempotent submission accept, claim of
-the next submission) atomic across connections and avoids SQLite's lock-upgrade deadlock.
+One connection per store, shared between threads and guarded by a ``threading.Lock``. File
+databases run in WAL mode with ``synchronous=NORMAL`` and a busy timeout, so several stores (in
+one process or in several) can share one file. Every write runs in a ``BEGIN IMMEDIATE``
+transaction: the write lock is taken up front, which makes read-then-write sequences
+(idempotent accept, claiming the next submission, retaking expired leases) atomic across
+connections and avoids SQLite's lock-upgrade deadlock.
 
-Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``):
-
-* ``sessions`` — one row per session id.
-* ``messages`` — AI SDK ``UIMessage`` rows (``parts`` and ``metadata`` as JSON), ordered by
-  an internal, monotonically increasing ``seq``; the message id is unique per session.
-* ``compactions`` — non-destructive summary overlays over a range of messages (§7/§8).
-* ``submissions`` — durable ``submit_messages`` rows: ``pending → running →
-  completed | error | aborted | skipped``; ``idempotency_key`` unique per session.
-* ``state`` — a JSON key/value table per session for engine state.
+Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``): ``sessions``;
+``messages`` (``parts``/``metadata`` as JSON, ordered by an internal increasing ``seq``, id
+unique per session); ``compactions``; ``submissions``; ``state`` (JSON key/value per session).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import json
 import os
-import re
 import sqlite3
 import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import (
-    Any,
-    Iterable,
-    Iterator,
-    Literal,
-    Optional,
-    Protocol,
-    Sequence,
-    Union,
-    runtime_checkable,
-)
+from typing import Any
 
-from pydantic import BaseModel, Field
+from ..errors import UnknownSubmission
+from ..types import UIMessage
+from .base import TERMINAL_SUBMISSION_STATUSES, Compaction, Submission
+from .overlays import apply_overlays, effective_overlays, resolve_anchor
 
-from .types import UIMessage
-
-__all__ = [
-    "ACTIVE_SUBMISSION_STATUSES",
-    "COMPACTION_ROLE",
-    "COMPACTION_SUMMARY_PREFIX",
-    "SCHEMA_VERSION",
-    "TERMINAL_SUBMISSION_STATUSES",
-    "Compaction",
-    "SQLiteStore",
-    "Store",
-    "Submission",
-    "SubmissionStatus",
-    "open_store",
-]
+__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 SCHEMA_VERSION = 1
-
-SubmissionStatus = Literal["pending", "running", "completed", "error", "aborted", "skipped"]
-ACTIVE_SUBMISSION_STATUSES: tuple[str, ...] = ("pending", "running")
-TERMINAL_SUBMISSION_STATUSES: tuple[str, ...] = ("completed", "error", "aborted", "skipped")
-
-#: Role of the synthetic message that stands in for a compacted range in ``history()``.
-#: ``"user"`` rather than ``"system"``: several providers accept system text only at the top
-#: of the prompt, while a user message is valid anywhere in the conversation.
-COMPACTION_ROLE: Literal["user"] = "user"
-COMPACTION_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
-
-_COMPACTION_ID = re.compile(r"^compaction_(\d+)$")
-
-
-class Submission(BaseModel):
-    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``."""
-
-    submission_id: str
-    session_id: str
-    idempotency_key: Optional[str] = None
-    request_id: str
-    status: SubmissionStatus
-    error: Optional[str] = None
-    metadata: Optional[dict[str, Any]] = None
-    messages: list[UIMessage] = Field(default_factory=list)
-    messages_applied: bool = False
-    created_at: float
-    started_at: Optional[float] = None
-    completed_at: Optional[float] = None
-
-
-class Compaction(BaseModel):
-    """A stored compaction overlay: ``summary`` replaces messages ``from..to`` (inclusive)."""
-
-    id: int
-    session_id: str
-    from_message_id: str
-    to_message_id: str
-    summary: str
-    created_at: float
-
-
-@runtime_checkable
-class Store(Protocol):
-    """What the engine needs from persistence. Every method is synchronous and short."""
-
-    def close(self) -> None: ...
-
-    # sessions
-    def ensure_session(self, session_id: str) -> None: ...
-    def list_sessions(self) -> list[str]: ...
-
-    # messages
-    def list_messages(self, session_id: str) -> list[UIMessage]: ...
-    def append_messages(
-        self, session_id: str, messages: Sequence[UIMessage]
-    ) -> list[UIMessage]: ...
-    def upsert_message(self, session_id: str, message: UIMessage) -> None: ...
-    def get_message(self, session_id: str, message_id: str) -> Optional[UIMessage]: ...
-    def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
-    def clear_messages(self, session_id: str) -> None: ...
-
-    # compactions
-    def add_compaction(
-        self, session_id: str, from_message_id: str, to_message_id: str, summary: str
-    ) -> int: ...
-    def list_compactions(self, session_id: str) -> list[Compaction]: ...
-    def history(self, session_id: str) -> list[UIMessage]: ...
-
-    # durable submissions
-    def create_submission(
-        self,
-        session_id: str,
-        messages: Sequence[UIMessage],
-        *,
-        submission_id: Optional[str] = None,
-        idempotency_key: Optional[str] = None,
-        metadata: Optional[dict[str, Any]] = None,
-    ) -> tuple[Submission, bool]: ...
-    def get_submission(self, session_id: str, submission_id: str) -> Optional[Submission]: ...
-    def list_submissions(
-        self,
-        session_id: str,
-        status: Union[str, Iterable[str], None] = None,
-        limit: Optional[int] = None,
-    ) -> list[Submission]: ...
-    def claim_next_submission(self, session_id: str) -> Optional[Submission]: ...
-    def mark_submission_applied(self, session_id: str, submission_id: str) -> bool: ...
-    def apply_submission_messages(
-        self, session_id: str, submission_id: str
-    ) -> list[UIMessage]: ...
-    def finish_submission(
-        self, session_id: str, submission_id: str, status: str, error: Optional[str] = None
-    ) -> bool: ...
-    def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
-    def recover_submissions(self, session_id: str, *, stale_after: Optional[float] = None) -> list[Submission]: ...
-    def pending_session_ids(self) -> list[str]: ...
-
-    # key/value engine state
-    def get_state(self, session_id: str, key: str) -> Any: ...
-    def set_state(self, session_id: str, key: str, value: Any) -> None: ...
-
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -240,7 +107,7 @@ class SQLiteStore:
     :meth:`close`."""
 
     def __init__(
-        self, path: Union[str, "os.PathLike[str]"] = ":memory:", *, busy_timeout: float = 30.0
+        self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0
     ) -> None:
         self.path = os.fspath(path)
         self._lock = threading.Lock()
@@ -398,7 +265,7 @@ class SQLiteStore:
             ).fetchall()
         return [self._message(r) for r in rows]
 
-    def get_message(self, session_id: str, message_id: str) -> Optional[UIMessage]:
+    def get_message(self, session_id: str, message_id: str) -> UIMessage | None:
         with self._read() as conn:
             row = conn.execute(
                 "SELECT message_id, role, parts, metadata FROM messages "
@@ -502,96 +369,47 @@ class SQLiteStore:
         overlay's first / last message. Raises ``ValueError`` for unknown ids or a reversed
         range."""
         with self._write() as conn:
-            from_id = self._resolve_anchor(conn, session_id, from_message_id, start=True)
-            to_id = self._resolve_anchor(conn, session_id, to_message_id, start=False)
-            seqs = {
-                r[0]: r[1]
-                for r in conn.execute(
-                    "SELECT message_id, seq FROM messages WHERE session_id = ? "
-                    "AND message_id IN (?, ?)",
-                    (session_id, from_id, to_id),
-                )
-            }
+            ids = self._message_ids(conn, session_id)
+            overlays = effective_overlays(ids, self._compactions(conn, session_id))
+            try:
+                from_id = resolve_anchor(from_message_id, ids, overlays, start=True)
+                to_id = resolve_anchor(to_message_id, ids, overlays, start=False)
+            except ValueError as exc:
+                raise ValueError(f"{exc} in session {session_id!r}") from None
+            positions = {mid: i for i, mid in enumerate(ids)}
             for mid in (from_id, to_id):
-                if mid not in seqs:
+                if mid not in positions:
                     raise ValueError(f"unknown message id {mid!r} in session {session_id!r}")
-            if seqs[from_id] > seqs[to_id]:
-                raise ValueError(
-                    f"compaction range is reversed: {from_id!r} comes after {to_id!r}"
-                )
+            if positions[from_id] > positions[to_id]:
+                raise ValueError(f"compaction range is reversed: {from_id!r} comes after {to_id!r}")
             cursor = conn.execute(
                 "INSERT INTO compactions "
                 "(session_id, from_message_id, to_message_id, summary, created_at) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (session_id, from_id, to_id, summary, time.time()),
             )
-            return int(cursor.lastrowid)
+            return int(cursor.lastrowid or 0)
 
-    def _resolve_anchor(
-        self, conn: sqlite3.Connection, session_id: str, message_id: str, *, start: bool
-    ) -> str:
-        match = _COMPACTION_ID.match(message_id)
-        if match is None:
-            return message_id
-        exists = conn.execute(
-            "SELECT 1 FROM messages WHERE session_id = ? AND message_id = ?",
-            (session_id, message_id),
-        ).fetchone()
-        if exists:  # a real message that merely looks like a compaction id
-            return message_id
-        for overlay in self._overlays(conn, session_id):
-            if overlay[2].id == int(match.group(1)):
-                return overlay[3] if start else overlay[4]
-        raise ValueError(f"unknown compaction {message_id!r} in session {session_id!r}")
+    @staticmethod
+    def _message_ids(conn: sqlite3.Connection, session_id: str) -> list[str]:
+        return [
+            r[0]
+            for r in conn.execute("SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+        ]
+
+    @staticmethod
+    def _compactions(conn: sqlite3.Connection, session_id: str) -> list[Compaction]:
+        rows = conn.execute("SELECT * FROM compactions WHERE session_id = ? ORDER BY id", (session_id,))
+        return [Compaction(**dict(r)) for r in rows]
 
     def list_compactions(self, session_id: str) -> list[Compaction]:
         """Stored compaction rows, oldest first (superseded ones included)."""
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT * FROM compactions WHERE session_id = ? ORDER BY id", (session_id,)
-            ).fetchall()
-        return [Compaction(**dict(r)) for r in rows]
-
-    @staticmethod
-    def _overlays(
-        conn: sqlite3.Connection, session_id: str
-    ) -> list[tuple[int, int, Compaction, str, str]]:
-        """Effective overlays as ``(start_pos, end_pos, compaction, from_id, to_id)``, sorted
-        by position. A newer compaction that overlaps an older one supersedes it and the
-        effective range becomes the union of both."""
-        positions = {
-            r[0]: i
-            for i, r in enumerate(
-                conn.execute(
-                    "SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq",
-                    (session_id,),
-                )
-            )
-        }
-        ids_by_pos = {i: mid for mid, i in positions.items()}
-        active: list[tuple[int, int, Compaction]] = []
-        for row in conn.execute(
-            "SELECT * FROM compactions WHERE session_id = ? ORDER BY id", (session_id,)
-        ):
-            comp = Compaction(**dict(row))
-            start = positions.get(comp.from_message_id)
-            end = positions.get(comp.to_message_id)
-            if start is None or end is None or start > end:
-                continue
-            kept = []
-            for a_start, a_end, a_comp in active:
-                if a_start <= end and start <= a_end:  # overlap: the newer one absorbs it
-                    start, end = min(start, a_start), max(end, a_end)
-                else:
-                    kept.append((a_start, a_end, a_comp))
-            kept.append((start, end, comp))
-            active = kept
-        active.sort(key=lambda o: o[0])
-        return [(s, e, c, ids_by_pos[s], ids_by_pos[e]) for s, e, c in active]
+            return self._compactions(conn, session_id)
 
     def history(self, session_id: str) -> list[UIMessage]:
         """The messages with each effective compaction overlay applied: the range is replaced
-        by one synthetic ``compaction_<id>`` message (role :data:`COMPACTION_ROLE`). The
+        by one synthetic ``compaction_<id>`` message (role ``COMPACTION_ROLE``). The
         originals stay in :meth:`list_messages`."""
         with self._read() as conn:
             rows = conn.execute(
@@ -599,29 +417,15 @@ class SQLiteStore:
                 "WHERE session_id = ? ORDER BY seq",
                 (session_id,),
             ).fetchall()
-            overlays = self._overlays(conn, session_id)
+            compactions = self._compactions(conn, session_id)
         messages = [self._message(r) for r in rows]
-        out: list[UIMessage] = []
-        pos = 0
-        for start, end, comp, from_id, to_id in overlays:
-            out.extend(messages[pos:start])
-            out.append(
-                UIMessage(
-                    id=f"compaction_{comp.id}",
-                    role=COMPACTION_ROLE,
-                    parts=[{"type": "text", "text": COMPACTION_SUMMARY_PREFIX + comp.summary}],
-                    metadata={"compaction": {"id": comp.id, "from": from_id, "to": to_id}},
-                )
-            )
-            pos = end + 1
-        out.extend(messages[pos:])
-        return out
+        return apply_overlays(messages, effective_overlays([m.id for m in messages], compactions))
 
     # ------------------------------------------------------------------ submissions
 
     def _select_submission(
         self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
-    ) -> Optional[sqlite3.Row]:
+    ) -> sqlite3.Row | None:
         return conn.execute(
             f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
             (session_id, *args),
@@ -632,9 +436,9 @@ class SQLiteStore:
         session_id: str,
         messages: Sequence[UIMessage],
         *,
-        submission_id: Optional[str] = None,
-        idempotency_key: Optional[str] = None,
-        metadata: Optional[dict[str, Any]] = None,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> tuple[Submission, bool]:
         """Accept a durable submission (status ``pending``). Returns ``(submission,
         created)``. If a row already exists for ``submission_id`` or ``idempotency_key`` it is
@@ -683,7 +487,7 @@ class SQLiteStore:
             assert row is not None
             return self._submission(row), True
 
-    def get_submission(self, session_id: str, submission_id: str) -> Optional[Submission]:
+    def get_submission(self, session_id: str, submission_id: str) -> Submission | None:
         with self._read() as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
         return self._submission(row) if row is not None else None
@@ -691,8 +495,8 @@ class SQLiteStore:
     def list_submissions(
         self,
         session_id: str,
-        status: Union[str, Iterable[str], None] = None,
-        limit: Optional[int] = None,
+        status: str | Iterable[str] | None = None,
+        limit: int | None = None,
     ) -> list[Submission]:
         """Submissions of the session in FIFO (accept) order, optionally filtered by one
         status or several."""
@@ -710,7 +514,7 @@ class SQLiteStore:
             rows = conn.execute(sql, args).fetchall()
         return [self._submission(r) for r in rows]
 
-    def claim_next_submission(self, session_id: str) -> Optional[Submission]:
+    def claim_next_submission(self, session_id: str) -> Submission | None:
         """Atomically move the oldest ``pending`` submission to ``running`` (setting
         ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
         claimed by exactly one caller, across connections and processes."""
@@ -762,7 +566,7 @@ class SQLiteStore:
         with self._write() as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:
-                raise KeyError(submission_id)
+                raise UnknownSubmission(submission_id, session_id)
             sub = self._submission(row)
             if sub.messages_applied:
                 return []
@@ -776,7 +580,7 @@ class SQLiteStore:
             return appended
 
     def finish_submission(
-        self, session_id: str, submission_id: str, status: str, error: Optional[str] = None
+        self, session_id: str, submission_id: str, status: str, error: str | None = None
     ) -> bool:
         """Set a terminal ``status`` (completed, error, aborted, skipped) and ``completed_at``.
         Only a ``pending`` or ``running`` row changes; returns whether one did."""
@@ -794,60 +598,44 @@ class SQLiteStore:
                 ).rowcount
             )
 
-    def recover_submissions(
-        self, session_id: str, *, stale_after: Optional[float] = None
+    def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None
     ) -> list[Submission]:
-        """Recover rows left ``running`` by a crashed process (call on start).
-
-        * messages not applied → back to ``pending`` (``started_at`` cleared) so the drain
-          runs them again — unless every one of its message ids is already in the session
-          (a crash between append and marker): then it is marked applied and handled as below;
-        * messages applied → left ``running`` and returned: the engine runs a recovery turn
-          and finishes them.
-
-        ``stale_after`` (seconds) limits recovery to rows whose last heartbeat (or start) is at
-        least that old, so a live process draining the same session is not disturbed."""
+        """Take over ``running`` rows whose lease expired (last heartbeat, or start, at least
+        ``stale_after`` seconds ago; every running row when ``None``): their lease is renewed
+        for the caller in the same transaction, so two processes never retake the same row.
+        Returns them in acceptance order; what to do with each is the caller's decision."""
         now = time.time()
-        needs_turn: list[Submission] = []
         with self._write() as conn:
             rows = conn.execute(
                 f"SELECT {_SUBMISSION_COLUMNS}, heartbeat_at FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
                 (session_id,),
             ).fetchall()
+            taken = []
             for row in rows:
                 last_seen = row["heartbeat_at"] or row["started_at"] or 0
                 if stale_after is not None and last_seen > now - stale_after:
                     continue
-                sub = self._submission(row)
-                if not sub.messages_applied:
-                    ids = [m.id for m in sub.messages]
-                    present = conn.execute(
-                        f"SELECT COUNT(*) FROM messages WHERE session_id = ? "
-                        f"AND message_id IN ({', '.join('?' * len(ids))})",
-                        (session_id, *ids),
-                    ).fetchone()[0]
-                    if present < len(set(ids)):
-                        conn.execute(
-                            "UPDATE submissions SET status = 'pending', started_at = NULL "
-                            "WHERE session_id = ? AND submission_id = ?",
-                            (session_id, sub.submission_id),
-                        )
-                        continue
-                    conn.execute(
-                        "UPDATE submissions SET messages_applied_at = ? "
-                        "WHERE session_id = ? AND submission_id = ?",
-                        (now, session_id, sub.submission_id),
-                    )
-                    sub = sub.model_copy(update={"messages_applied": True})
-                # The recovering process owns the row from now: renew its lease in this same
-                # transaction, so another process opening the session does not recover it too.
                 conn.execute(
                     "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ?",
-                    (now, session_id, sub.submission_id),
+                    (now, session_id, row["submission_id"]),
                 )
-                needs_turn.append(sub)
-        return needs_turn
+                taken.append(self._submission(row))
+        return taken
+
+    def requeue_submission(self, session_id: str, submission_id: str) -> bool:
+        """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
+        again from the start). Returns whether a row changed."""
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET status = 'pending', started_at = NULL "
+                    "WHERE session_id = ? AND submission_id = ? AND status = 'running' "
+                    "AND messages_applied_at IS NULL",
+                    (session_id, submission_id),
+                ).rowcount
+            )
 
     def pending_session_ids(self) -> list[str]:
         """Sessions with ``pending`` or ``running`` submissions."""
@@ -885,59 +673,3 @@ class SQLiteStore:
             )
 
 
-def open_store(spec: Union[Store, str, "os.PathLike[str]", None] = None) -> Store:
-    """A store from a spec: ``None`` → an in-memory SQLite store; a path (or ``":memory:"``
-    or a ``file:`` URI) → :class:`SQLiteStore`; a store → itself."""
-    if spec is None:
-        return SQLiteStore(":memory:")
-    if isinstance(spec, (str, os.PathLike)):
-        return SQLiteStore(spec)
-    if isinstance(spec, Store):
-        return spec
-    raise TypeError(f"cannot open a store from {spec!r}")
-
-
-class AsyncStore:
-    """A store's methods as coroutines that run on the store's own worker thread.
-
-    The engine awaits the store through this facade, so a write waiting for another process's
-    lock on the SQLite file (or a long history read) never stalls the event loop, and with it
-    every other session's stream. One thread, because the store serialises its connection
-    anyway: more threads would only contend for its lock.
-    """
-
-    def __init__(self, store: Store) -> None:
-        self.sync = store
-        self._executor: Optional[ThreadPoolExecutor] = None
-        self._closed = False
-        # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
-        self._inline = bool(getattr(store, "in_memory", False))
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.sync, name)
-
-        if self._inline:
-
-            async def inline(*args: Any, **kwargs: Any) -> Any:
-                return method(*args, **kwargs)
-
-            return inline
-
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            if self._closed:
-                raise RuntimeError("the store is closed")
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
-            return await asyncio.get_running_loop().run_in_executor(
-                self._executor, functools.partial(method, *args, **kwargs)
-            )
-
-        call.__name__ = name
-        return call
-
-    def shutdown(self) -> None:
-        """Stop the worker thread (after the calls in flight); later calls raise RuntimeError."""
-        self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None

@@ -11,7 +11,9 @@ import pytest
 from think_core import hookimpl
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step
-from think_core.store import SQLiteStore, UIMessage
+from think_core.store import SQLiteStore
+from think_core.submission_recovery import recover_submissions
+from think_core.types import UIMessage
 
 
 def test_recovering_a_submission_takes_its_lease(tmp_path):
@@ -23,8 +25,8 @@ def test_recovering_a_submission_takes_its_lease(tmp_path):
         # The process that claimed it died long ago: its lease is stale.
         first._conn.execute("UPDATE submissions SET heartbeat_at = 0, started_at = 0")
         first._conn.commit()
-        assert [r.submission_id for r in first.recover_submissions("s", stale_after=30)] == [sub.submission_id]
-        assert second.recover_submissions("s", stale_after=30) == []  # the first recoverer owns it now
+        assert [r.submission_id for r in recover_submissions(first, "s", stale_after=30)] == [sub.submission_id]
+        assert recover_submissions(second, "s", stale_after=30) == []  # the first recoverer owns it now
 
 
 async def test_an_accepted_submission_is_drained_even_if_the_caller_was_cancelled(tmp_path):

@@ -1,0 +1,28 @@
+"""Persistence: the :class:`Store` protocol (``base``), the overlay algebra every backend shares
+(``overlays``), the embedded SQLite backend (``sqlite``) and the async facade (``aio``)."""
+
+from .aio import AsyncStore, open_store
+from .base import (
+    COMPACTION_ROLE,
+    COMPACTION_SUMMARY_PREFIX,
+    TERMINAL_SUBMISSION_STATUSES,
+    Compaction,
+    Store,
+    Submission,
+    SubmissionStatus,
+)
+from .sqlite import SCHEMA_VERSION, SQLiteStore
+
+__all__ = [
+    "COMPACTION_ROLE",
+    "COMPACTION_SUMMARY_PREFIX",
+    "SCHEMA_VERSION",
+    "TERMINAL_SUBMISSION_STATUSES",
+    "AsyncStore",
+    "Compaction",
+    "SQLiteStore",
+    "Store",
+    "Submission",
+    "SubmissionStatus",
+    "open_store",
+]

@@ -1,0 +1,114 @@
+"""The persistence seam: the :class:`Store` protocol the engine calls, and its records.
+
+A store keeps, per session: AI-SDK-shaped UI messages in order; compaction overlays (a summary
+standing in for a range of messages in the model-facing history, the originals kept); durable
+submissions (``pending → running → completed | error | aborted | skipped``, an idempotency
+key unique per session, a messages-applied marker and a lease); and a small JSON key/value
+state. Every method is synchronous and short; the engine awaits them through
+:class:`~think_core.store.aio.AsyncStore`, off the event loop.
+
+Backends implement exactly these methods. What is the same for every backend (the overlay
+algebra, what recovery does with an interrupted submission) lives outside them, in
+:mod:`~think_core.store.overlays` and :mod:`think_core.submission_recovery`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from ..types import UIMessage
+
+__all__ = [
+    "COMPACTION_ROLE",
+    "COMPACTION_SUMMARY_PREFIX",
+    "TERMINAL_SUBMISSION_STATUSES",
+    "Compaction",
+    "Store",
+    "Submission",
+    "SubmissionStatus",
+]
+
+SubmissionStatus = Literal["pending", "running", "completed", "error", "aborted", "skipped"]
+TERMINAL_SUBMISSION_STATUSES: tuple[str, ...] = ("completed", "error", "aborted", "skipped")
+
+#: Role of the synthetic message that stands in for a compacted range in ``history()``.
+#: ``"user"`` rather than ``"system"``: several providers accept system text only at the top
+#: of the prompt, while a user message is valid anywhere in the conversation.
+COMPACTION_ROLE: Literal["user"] = "user"
+COMPACTION_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+
+
+class Submission(BaseModel):
+    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``."""
+
+    submission_id: str
+    session_id: str
+    idempotency_key: str | None = None
+    request_id: str
+    status: SubmissionStatus
+    error: str | None = None
+    metadata: dict[str, Any] | None = None
+    messages: list[UIMessage] = Field(default_factory=list)
+    messages_applied: bool = False
+    created_at: float
+    started_at: float | None = None
+    completed_at: float | None = None
+
+
+class Compaction(BaseModel):
+    """A stored compaction overlay: ``summary`` replaces messages ``from..to`` (inclusive)."""
+
+    id: int
+    session_id: str
+    from_message_id: str
+    to_message_id: str
+    summary: str
+    created_at: float
+
+
+@runtime_checkable
+class Store(Protocol):
+    """What the engine needs from persistence. Every method is synchronous and short."""
+
+    def close(self) -> None: ...
+
+    # sessions and messages
+    def ensure_session(self, session_id: str) -> None: ...
+    def list_messages(self, session_id: str) -> list[UIMessage]: ...
+    def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
+    def upsert_message(self, session_id: str, message: UIMessage) -> None: ...
+    def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
+    def clear_messages(self, session_id: str) -> None: ...
+
+    # compactions
+    def add_compaction(self, session_id: str, from_message_id: str, to_message_id: str, summary: str) -> int: ...
+    def history(self, session_id: str) -> list[UIMessage]: ...
+
+    # durable submissions: accept, claim, renew, apply, finish, retake
+    def create_submission(
+        self,
+        session_id: str,
+        messages: Sequence[UIMessage],
+        *,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[Submission, bool]: ...
+    def get_submission(self, session_id: str, submission_id: str) -> Submission | None: ...
+    def list_submissions(
+        self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
+    ) -> list[Submission]: ...
+    def claim_next_submission(self, session_id: str) -> Submission | None: ...
+    def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
+    def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]: ...
+    def mark_submission_applied(self, session_id: str, submission_id: str) -> bool: ...
+    def requeue_submission(self, session_id: str, submission_id: str) -> bool: ...
+    def finish_submission(self, session_id: str, submission_id: str, status: str, error: str | None = None) -> bool: ...
+    def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]: ...
+
+    # key/value engine state
+    def get_state(self, session_id: str, key: str) -> Any: ...
+    def set_state(self, session_id: str, key: str, value: Any) -> None: ...
