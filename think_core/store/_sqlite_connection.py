@@ -1,0 +1,199 @@
+"""SQLite plumbing: the schema and its version, the one shared connection, and transactions
+(``_write`` takes the write lock at ``BEGIN IMMEDIATE``; ``_read`` reads one snapshot)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..types import UIMessage
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    message_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    parts TEXT NOT NULL,
+    metadata TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    UNIQUE (session_id, message_id)
+);
+CREATE INDEX IF NOT EXISTS messages_by_session ON messages (session_id, seq);
+CREATE TABLE IF NOT EXISTS compactions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    from_message_id TEXT NOT NULL,
+    to_message_id TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS compactions_by_session ON compactions (session_id, id);
+CREATE TABLE IF NOT EXISTS submissions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    submission_id TEXT NOT NULL,
+    idempotency_key TEXT,
+    status TEXT NOT NULL CHECK (status IN
+        ('pending', 'running', 'completed', 'error', 'aborted', 'skipped')),
+    error TEXT,
+    metadata TEXT,
+    messages TEXT NOT NULL,
+    messages_applied_at REAL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    completed_at REAL,
+    heartbeat_at REAL,
+    UNIQUE (session_id, submission_id),
+    UNIQUE (session_id, idempotency_key)
+);
+CREATE INDEX IF NOT EXISTS submissions_by_status ON submissions (session_id, status, seq);
+CREATE TABLE IF NOT EXISTS state (
+    session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (session_id, key)
+);
+"""
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _is_memory(path: str) -> bool:
+    return path in ("", ":memory:") or (path.startswith("file:") and "mode=memory" in path)
+
+class SQLiteConnection:
+    """The connection a SQLite store runs on. ``path`` is a file path, ``":memory:"`` or a
+    ``file:`` URI."""
+
+    def __init__(
+        self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0
+    ) -> None:
+        self.path = os.fspath(path)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._conn = sqlite3.connect(
+            self.path,
+            timeout=busy_timeout,
+            isolation_level=None,  # autocommit; transactions are explicit (BEGIN IMMEDIATE)
+            check_same_thread=False,
+            uri=self.path.startswith("file:"),
+        )
+        try:
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            if not _is_memory(self.path):
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            self._closed = True
+            raise
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _migrate(self) -> None:
+        with self._write() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"store schema version {version} is newer than this code supports "
+                    f"({SCHEMA_VERSION})"
+                )
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            if version < SCHEMA_VERSION:
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("store is closed")
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: the write lock is taken at BEGIN (waits up to busy_timeout)."""
+        with self._lock:
+            self._check_open()
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction (one consistent snapshot for several statements)."""
+        with self._lock:
+            self._check_open()
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    @staticmethod
+    def _ensure(conn: sqlite3.Connection, session_id: str) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO sessions (session_id, created_at) VALUES (?, ?)",
+            (session_id, time.time()),
+        )
+
+    @staticmethod
+    def _message(row: sqlite3.Row) -> UIMessage:
+        metadata = row["metadata"]
+        # Rows were validated on the way in: skip validation on the way out (every turn reads
+        # the whole history, so this is the store's hottest path).
+        return UIMessage.model_construct(
+            id=row["message_id"],
+            role=row["role"],
+            parts=json.loads(row["parts"]),
+            metadata=json.loads(metadata) if metadata is not None else None,
+        )
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r})"
+
+    @property
+    def in_memory(self) -> bool:
+        """No file, so no other process can hold a lock on it."""
+        return _is_memory(self.path)
+

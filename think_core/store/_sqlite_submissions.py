@@ -1,0 +1,269 @@
+"""The ``submissions`` table of the SQLite store: accept (idempotent), claim, renew, apply,
+finish, retake expired leases, requeue."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..errors import UnknownSubmission
+from ..types import UIMessage
+from ._sqlite_connection import SQLiteConnection, _dumps
+from .base import TERMINAL_SUBMISSION_STATUSES, Submission
+
+_SUBMISSION_COLUMNS = (
+    "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
+    "messages_applied_at, created_at, started_at, completed_at"
+)
+
+class SubmissionRows(SQLiteConnection):
+    """Durable submissions, on the store's connection."""
+
+    @staticmethod
+    def _submission(row: sqlite3.Row) -> Submission:
+        metadata = row["metadata"]
+        return Submission(
+            submission_id=row["submission_id"],
+            session_id=row["session_id"],
+            idempotency_key=row["idempotency_key"],
+            request_id=row["submission_id"],
+            status=row["status"],
+            error=row["error"],
+            metadata=json.loads(metadata) if metadata is not None else None,
+            messages=[UIMessage.model_validate(m) for m in json.loads(row["messages"])],
+            messages_applied=row["messages_applied_at"] is not None,
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            completed_at=row["completed_at"],
+        )
+
+
+    # ------------------------------------------------------------------ submissions
+
+    def _select_submission(
+        self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
+    ) -> sqlite3.Row | None:
+        return conn.execute(
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
+            (session_id, *args),
+        ).fetchone()
+
+    def create_submission(
+        self,
+        session_id: str,
+        messages: Sequence[UIMessage],
+        *,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[Submission, bool]:
+        """Accept a durable submission (status ``pending``). Returns ``(submission,
+        created)``. If a row already exists for ``submission_id`` or ``idempotency_key`` it is
+        returned unchanged with ``created=False``; if they name different rows →
+        ``ValueError``. Atomic across connections and processes."""
+        messages = list(messages)
+        if not messages:
+            raise ValueError("submission needs at least one message")
+        payload = _dumps([m.model_dump(mode="json") for m in messages])
+        with self._write() as conn:
+            by_id = (
+                self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+                if submission_id is not None
+                else None
+            )
+            by_key = (
+                self._select_submission(
+                    conn, session_id, "idempotency_key = ?", (idempotency_key,)
+                )
+                if idempotency_key is not None
+                else None
+            )
+            if by_id is not None and by_key is not None:
+                if by_id["submission_id"] != by_key["submission_id"]:
+                    raise ValueError(
+                        "submission_id and idempotency_key refer to different submissions"
+                    )
+            existing = by_id if by_id is not None else by_key
+            if existing is not None:
+                return self._submission(existing), False
+            self._ensure(conn, session_id)
+            new_id = submission_id if submission_id is not None else uuid.uuid4().hex
+            conn.execute(
+                "INSERT INTO submissions (session_id, submission_id, idempotency_key, status, "
+                "metadata, messages, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+                (
+                    session_id,
+                    new_id,
+                    idempotency_key,
+                    _dumps(metadata) if metadata is not None else None,
+                    payload,
+                    time.time(),
+                ),
+            )
+            row = self._select_submission(conn, session_id, "submission_id = ?", (new_id,))
+            assert row is not None
+            return self._submission(row), True
+
+    def get_submission(self, session_id: str, submission_id: str) -> Submission | None:
+        with self._read() as conn:
+            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+        return self._submission(row) if row is not None else None
+
+    def list_submissions(
+        self,
+        session_id: str,
+        status: str | Iterable[str] | None = None,
+        limit: int | None = None,
+    ) -> list[Submission]:
+        """Submissions of the session in FIFO (accept) order, optionally filtered by one
+        status or several."""
+        sql = f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ?"
+        args: list[Any] = [session_id]
+        if status is not None:
+            statuses = [status] if isinstance(status, str) else list(status)
+            sql += f" AND status IN ({', '.join('?' * len(statuses))})"
+            args.extend(statuses)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        with self._read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+        return [self._submission(r) for r in rows]
+
+    def claim_next_submission(self, session_id: str) -> Submission | None:
+        """Atomically move the oldest ``pending`` submission to ``running`` (setting
+        ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
+        claimed by exactly one caller, across connections and processes."""
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT submission_id FROM submissions WHERE session_id = ? "
+                "AND status = 'pending' ORDER BY seq LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            now = time.time()
+            conn.execute(
+                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ? "
+                "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
+                (now, now, session_id, row[0]),
+            )
+            claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
+        return self._submission(claimed) if claimed is not None else None
+
+    def heartbeat_submission(self, session_id: str, submission_id: str) -> bool:
+        """Renew the lease of a ``running`` submission: recovery in another process leaves a
+        row alone while its heartbeat is fresh. Returns whether the row is still running."""
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET heartbeat_at = ? "
+                    "WHERE session_id = ? AND submission_id = ? AND status = 'running'",
+                    (time.time(), session_id, submission_id),
+                ).rowcount
+            )
+
+    def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
+        """Record that the submission's messages were appended to the session. Returns
+        ``False`` if the row does not exist or was already marked."""
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET messages_applied_at = ? WHERE session_id = ? "
+                    "AND submission_id = ? AND messages_applied_at IS NULL",
+                    (time.time(), session_id, submission_id),
+                ).rowcount
+            )
+
+    def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]:
+        """Append the submission's messages to the session (idempotent by id) and mark it
+        applied, in one transaction. Returns the messages actually appended. Raises
+        ``KeyError`` for an unknown submission."""
+        with self._write() as conn:
+            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+            if row is None:
+                raise UnknownSubmission(submission_id, session_id)
+            sub = self._submission(row)
+            if sub.messages_applied:
+                return []
+            self._ensure(conn, session_id)
+            appended = self._insert_messages(conn, session_id, sub.messages)
+            conn.execute(
+                "UPDATE submissions SET messages_applied_at = ? "
+                "WHERE session_id = ? AND submission_id = ?",
+                (time.time(), session_id, submission_id),
+            )
+            return appended
+
+    def finish_submission(
+        self, session_id: str, submission_id: str, status: str, error: str | None = None
+    ) -> bool:
+        """Set a terminal ``status`` (completed, error, aborted, skipped) and ``completed_at``.
+        Only a ``pending`` or ``running`` row changes; returns whether one did."""
+        if status not in TERMINAL_SUBMISSION_STATUSES:
+            raise ValueError(
+                f"finish status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}"
+            )
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
+                    "WHERE session_id = ? AND submission_id = ? "
+                    "AND status IN ('pending', 'running')",
+                    (status, error, time.time(), session_id, submission_id),
+                ).rowcount
+            )
+
+    def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None
+    ) -> list[Submission]:
+        """Take over ``running`` rows whose lease expired (last heartbeat, or start, at least
+        ``stale_after`` seconds ago; every running row when ``None``): their lease is renewed
+        for the caller in the same transaction, so two processes never retake the same row.
+        Returns them in acceptance order; what to do with each is the caller's decision."""
+        now = time.time()
+        with self._write() as conn:
+            rows = conn.execute(
+                f"SELECT {_SUBMISSION_COLUMNS}, heartbeat_at FROM submissions WHERE session_id = ? "
+                "AND status = 'running' ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            taken = []
+            for row in rows:
+                last_seen = row["heartbeat_at"] or row["started_at"] or 0
+                if stale_after is not None and last_seen > now - stale_after:
+                    continue
+                conn.execute(
+                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ?",
+                    (now, session_id, row["submission_id"]),
+                )
+                taken.append(self._submission(row))
+        return taken
+
+    def requeue_submission(self, session_id: str, submission_id: str) -> bool:
+        """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
+        again from the start). Returns whether a row changed."""
+        with self._write() as conn:
+            return bool(
+                conn.execute(
+                    "UPDATE submissions SET status = 'pending', started_at = NULL "
+                    "WHERE session_id = ? AND submission_id = ? AND status = 'running' "
+                    "AND messages_applied_at IS NULL",
+                    (session_id, submission_id),
+                ).rowcount
+            )
+
+    def pending_session_ids(self) -> list[str]:
+        """Sessions with ``pending`` or ``running`` submissions."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT session_id FROM submissions WHERE status IN ('pending', 'running') "
+                "GROUP BY session_id ORDER BY MIN(seq)"
+            ).fetchall()
+        return [r[0] for r in rows]
+
