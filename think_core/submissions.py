@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict
 
 from .errors import UnknownSubmission
+from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_submissions
@@ -133,7 +134,8 @@ class SubmissionQueue:
             should_apply=still_running,
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
-        heartbeat = asyncio.get_running_loop().create_task(self._heartbeat(sid))
+        lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))
+        lease.start()
         try:
             result = await self._run_turn(request)
         except asyncio.CancelledError:
@@ -147,25 +149,8 @@ class SubmissionQueue:
             else:
                 await db.finish_submission(session_id, sid, result.status, error=result.error)
         finally:
-            heartbeat.cancel()
-            await asyncio.gather(heartbeat, return_exceptions=True)
+            lease.stop()
         self._notify()
-
-    async def _heartbeat(self, submission_id: str) -> None:
-        """Renew the submission's lease while its turn runs (three times per lease). A failed
-        renewal is retried at the next beat; a row finished elsewhere cancels the local turn."""
-        interval = self.lease / 3
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                still_ours = await self.db.heartbeat_submission(self.session_id, submission_id)
-            except Exception:
-                logger.warning("heartbeat of submission %s failed; retrying", submission_id, exc_info=True)
-                continue
-            if not still_ours:
-                logger.warning("submission %s was finished elsewhere; cancelling its turn here", submission_id)
-                self._cancel(submission_id)
-                return
 
     def _notify(self) -> None:
         self._changed.set()
