@@ -11,7 +11,7 @@ streamed token, and this is the hot path (see ``bench/stream_overhead.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Union
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -25,7 +25,7 @@ class Usage(BaseModel):
     reasoning_tokens: int = 0
     cached_input_tokens: int = 0
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
@@ -105,7 +105,5 @@ class StreamError:
     type: ClassVar[str] = "error"
 
 
-ModelEvent = Union[
-    TextDelta, ReasoningDelta, ToolInputStart, ToolInputDelta, ToolCall, Finish, StreamError
-]
-Chunk = Union[TextDelta, ReasoningDelta, ToolInputStart, ToolInputDelta, ToolCall, ToolResult]
+ModelEvent = TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | Finish | StreamError
+Chunk = TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | ToolResult

@@ -4,7 +4,8 @@ provider-neutral model messages sent to a model."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from .models.base import (
     AssistantMessage,
@@ -20,7 +21,7 @@ SETTLED_TOOL_STATES = frozenset({"output-available", "output-error", "output-den
 # Tool-part states that wait for the client (a client tool or a human approval).
 PENDING_TOOL_STATES = frozenset({"input-available", "approval-requested", "approval-responded"})
 
-MessageInput = Union[str, UIMessage, dict, Sequence[Union[UIMessage, dict]]]
+MessageInput = str | UIMessage | dict | Sequence[UIMessage | dict]
 
 
 def new_id(prefix: str = "msg") -> str:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from .compaction import CompactionResult, TokenCounter, estimate_tokens
 from .events import Usage
 from .messages import to_model_messages
-from .turn import Turn, TurnDeps, TurnFailed, TurnOutcome, TurnRequest
+from .turn import Turn, TurnDeps
+from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatErrorContext
 from .ui_stream import AssistantMessageBuilder
 

@@ -18,7 +18,7 @@ from typing import Any
 from .errors import NestedTurnError
 from .messages import coerce_messages, new_id
 from .recovery import TurnRecovery
-from .turn import TurnFailed, TurnOutcome, TurnRequest
+from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatResponseResult, TurnResult, UIMessage
 from .ui_stream import AssistantMessageBuilder
 

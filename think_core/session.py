@@ -25,7 +25,8 @@ from .runner import TurnRunner
 from .store import Submission
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
-from .turn import TurnDeps, TurnRequest
+from .turn import TurnDeps
+from .turn_request import TurnRequest
 from .types import TurnResult, UIMessage
 
 if TYPE_CHECKING:
@@ -392,5 +393,9 @@ class Session:
 def _check_callback(on_event: Any) -> None:
     """``on_event`` runs on the hot path, synchronously, per chunk: a coroutine function would
     never be awaited. Use ``session.stream()`` to consume chunks asynchronously."""
-    if on_event is not None and (inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(getattr(on_event, "__call__", None))):
+    if on_event is None:
+        return
+    # A callable object whose __call__ is a coroutine function is just as wrong as one.
+    call_method = type(on_event).__call__ if not inspect.isfunction(on_event) else None
+    if inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(call_method):
         raise TypeError("on_event must be a plain function (use session.stream() for async consumption)")

@@ -20,7 +20,7 @@ from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_submissions
-from .turn import TurnRequest
+from .turn_request import TurnRequest
 
 if TYPE_CHECKING:
     from .store import AsyncStore

@@ -7,7 +7,8 @@ place; when no call of the message is left waiting, the session runs an auto-con
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from .errors import UnknownToolCall
 from .messages import PENDING_TOOL_STATES, is_tool_part
@@ -19,7 +20,7 @@ when this kind of answer does not fit the call."""
 WAITING_STATES = ("input-available", "approval-requested")
 
 
-def result_update(tool_call_id: str, output: Any, error: Optional[str]) -> Settle:
+def result_update(tool_call_id: str, output: Any, error: str | None) -> Settle:
     """A client tool's result (or error) for the call."""
 
     def settle(part: dict[str, Any]) -> bool:
@@ -37,7 +38,7 @@ def result_update(tool_call_id: str, output: Any, error: Optional[str]) -> Settl
     return settle
 
 
-def approval_update(tool_call_id: str, approved: bool, reason: Optional[str]) -> Settle:
+def approval_update(tool_call_id: str, approved: bool, reason: str | None) -> Settle:
     """A human's answer to an approval request: approved calls run in the continuation, a
     denied one is answered with an error the model can read."""
 

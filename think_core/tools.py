@@ -9,7 +9,8 @@ the call is handed to the client and answered with ``session.add_tool_result``.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -39,7 +40,7 @@ class Tool:
         name: str,
         description: str,
         parameters: dict[str, Any],
-        function: Optional[Callable[..., Any]] = None,
+        function: Callable[..., Any] | None = None,
         annotations: ToolAnnotations | None = None,
     ) -> None:
         self.name = name
@@ -58,7 +59,7 @@ class Tool:
         description: str = "",
         parameters: dict[str, Any] | None = None,
         **annotations: bool,
-    ) -> "Tool":
+    ) -> Tool:
         """A tool the client executes: the turn ends with the call pending."""
         return cls(
             name,
@@ -98,7 +99,7 @@ class _InputValidator:
     """Validates tool arguments: by the function's signature for Python tools, by the JSON
     schema's required/unknown keys for client tools."""
 
-    def __init__(self, function: Optional[Callable[..., Any]], schema: dict[str, Any]) -> None:
+    def __init__(self, function: Callable[..., Any] | None, schema: dict[str, Any]) -> None:
         self._schema = schema
         self._signature_validator = None
         if function is not None:
@@ -161,10 +162,10 @@ def _schema_for(function: Callable[..., Any]) -> dict[str, Any]:
 
 
 def tool(
-    function: Optional[Callable[..., Any]] = None,
+    function: Callable[..., Any] | None = None,
     *,
-    name: Optional[str] = None,
-    description: Optional[str] = None,
+    name: str | None = None,
+    description: str | None = None,
     read_only: bool = False,
     destructive: bool = False,
     idempotent: bool = False,

@@ -7,11 +7,12 @@ The same chunks are sent by ``session.stream()``, the WebSocket server and ``POS
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .types import UIMessage
 
-Emit = Optional[Callable[[dict[str, Any]], None]]
+Emit = Callable[[dict[str, Any]], None] | None
 
 
 class AssistantMessageBuilder:
@@ -27,10 +28,10 @@ class AssistantMessageBuilder:
         self._pieces: list[str] = []
         self._block_counter = 0
         self._tool_parts: dict[str, dict[str, Any]] = {}
-        self.persisted: Optional[UIMessage] = None  # set by the session once stored
+        self.persisted: UIMessage | None = None  # set by the session once stored
 
     @classmethod
-    def resume(cls, message: UIMessage, emit: Emit = None) -> "AssistantMessageBuilder":
+    def resume(cls, message: UIMessage, emit: Emit = None) -> AssistantMessageBuilder:
         """A builder over an existing message, to write tool results back into it."""
         builder = cls(message.id, emit)
         builder.parts = [dict(p) for p in message.parts]

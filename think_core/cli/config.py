@@ -42,14 +42,14 @@ class AgentSection(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: Optional[str] = None
-    system: Optional[str] = None
-    db: Optional[str] = None
-    max_steps: Optional[int] = Field(None, ge=1)
+    model: str | None = None
+    system: str | None = None
+    db: str | None = None
+    max_steps: int | None = Field(None, ge=1)
     disable: list[str] = Field(default_factory=list)
-    context_overflow: Optional[dict[str, Any]] = None
-    retry: Optional[dict[str, Any]] = None
-    compaction: Optional[dict[str, Any]] = None
+    context_overflow: dict[str, Any] | None = None
+    retry: dict[str, Any] | None = None
+    compaction: dict[str, Any] | None = None
 
 
 class ThinkConfig(BaseModel):
@@ -58,10 +58,10 @@ class ThinkConfig(BaseModel):
     think: AgentSection = Field(default_factory=AgentSection)
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
-    path: Optional[str] = None
+    path: str | None = None
 
 
-def load_config(path: Optional[str] = None) -> ThinkConfig:
+def load_config(path: str | None = None) -> ThinkConfig:
     """Read the configuration file (see the module docstring); an empty config when there is none.
 
     A named file that is missing, is not TOML, or has unknown keys is a :class:`ConfigurationError`.

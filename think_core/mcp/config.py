@@ -35,19 +35,19 @@ class MCPServerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    command: Optional[str] = None
+    command: str | None = None
     args: list[str] = Field(default_factory=list)
-    env: Optional[dict[str, str]] = None
-    cwd: Optional[str] = None
-    url: Optional[str] = None
-    headers: Optional[dict[str, str]] = None
-    prefix: Optional[str] = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] | None = None
+    prefix: str | None = None
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0)
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0)
 
     @model_validator(mode="after")
-    def _one_transport(self) -> "MCPServerConfig":
+    def _one_transport(self) -> MCPServerConfig:
         if (self.command is None) == (self.url is None):
             raise ValueError("give either command (a stdio server) or url (an HTTP server)")
         if self.url is not None and (self.args or self.env is not None or self.cwd is not None):

@@ -81,7 +81,7 @@ class MCPServer:
         cwd: str | os.PathLike[str] | None = None,
         name: str | None = None,
         **options: Any,
-    ) -> "MCPServer":
+    ) -> MCPServer:
         """A server started as ``command args...``, speaking MCP over its stdin and stdout. Its
         environment is a small safe one (``PATH``, ``HOME``, ...) plus ``env``: pass what it needs."""
         spec: dict[str, Any] = {"command": command, "args": list(args), "env": dict(env) if env is not None else None,
@@ -92,7 +92,7 @@ class MCPServer:
     @classmethod
     def http(
         cls, url: str, headers: Mapping[str, str] | None = None, *, name: str | None = None, **options: Any
-    ) -> "MCPServer":
+    ) -> MCPServer:
         """A server at a streamable-HTTP endpoint (``http://host:port/mcp``); ``headers`` (an
         ``Authorization`` header, say) go with every request."""
         spec = {"url": url, "headers": dict(headers) if headers is not None else None}
@@ -137,7 +137,7 @@ class MCPServer:
             await conn.close(timeout=10.0)
 
     # -- the connection -----------------------------------------------------------------------------
-    async def _connection(self) -> "Connection":
+    async def _connection(self) -> Connection:
         async with self._loop_lock():
             conn = self._conn
             loop = asyncio.get_running_loop()
@@ -155,7 +155,7 @@ class MCPServer:
                 await conn.close(timeout=10.0)
             return await self._start()
 
-    async def _start(self) -> "Connection":
+    async def _start(self) -> Connection:
         try:  # the SDK takes a second to import: not on the event loop, where other turns run
             connection = await asyncio.to_thread(importlib.import_module, f"{__package__}.connection")
         except ImportError as exc:

@@ -26,7 +26,7 @@ class MCPTool(Tool):
     in full by the server, whose complaint comes back as an error result the model can read.
     """
 
-    def __init__(self, server: "MCPServer", spec: Any, name: str) -> None:
+    def __init__(self, server: MCPServer, spec: Any, name: str) -> None:
         super().__init__(
             name,
             spec.description or spec.title or "",

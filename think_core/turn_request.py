@@ -1,0 +1,61 @@
+"""What an entry path hands the turn runner, and what comes back from a turn."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import Usage
+from .ui_stream import Emit
+
+__all__ = ["TurnFailed", "TurnOutcome", "TurnRequest"]
+
+
+@dataclass
+class TurnRequest:
+    """One request to run a turn, as every entry path builds it.
+
+    :param trigger: the entry path (``chat``, ``stream``, ``save_messages``, ``submit``,
+        ``continue``, ``auto_continue``, ``websocket``, ``http``); ``TurnContext.trigger``.
+    :param incoming: messages to append before the turn, a function of the stored history that
+        returns them (resolved under the turn lock), or ``None``.
+    :param continuation: the turn continues the last assistant message.
+    :param body: extra client data for this turn (``None`` on a continuation: the last body).
+    :param emit: receives every UI message stream chunk (a plain function).
+    :param request_id: the turn's id (generated when ``None``).
+    :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
+    :param should_apply: awaited under the lock before anything else; ``False`` skips the turn.
+        It may prepare the turn and rewrite this request (a chat client's transcript does).
+    """
+
+    trigger: str
+    incoming: Any = None
+    continuation: bool = False
+    body: dict[str, Any] | None = None
+    emit: Emit = None
+    request_id: str | None = None
+    apply_incoming: Callable[[], Awaitable[Any]] | None = None
+    should_apply: Callable[[], Awaitable[bool]] | None = None
+
+
+class TurnFailed(Exception):
+    """Internal: a turn error with the stage it happened at."""
+
+    def __init__(self, error: BaseException, stage: str, streamed: bool = False) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.stage = stage
+        self.streamed = streamed  # whether the failed step had produced output
+        self.classification: str | None = None
+        self.classified = False  # classify_chat_error was consulted (its answer may be None)
+
+
+@dataclass
+class TurnOutcome:
+    status: str  # completed | error | aborted
+    error_text: str | None = None
+    output: Any = None
+    usage: Usage = field(default_factory=Usage)
+
+
