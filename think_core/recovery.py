@@ -20,7 +20,7 @@ from .events import Usage
 from .messages import to_model_messages
 from .turn import Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
-from .types import ChatErrorContext
+from .types import ChatErrorContext, ErrorStage
 from .ui_stream import AssistantMessageBuilder
 
 if TYPE_CHECKING:
@@ -107,7 +107,9 @@ class TurnRecovery:
         self.memory.last_input_tokens = turn.last_input_tokens
         self.memory.compactions.extend(c for c in turn.compactions if c.compaction_id is not None)
 
-    def error_context(self, turn_body: dict[str, Any] | None, request_id: str, stage: str, persisted: bool) -> ChatErrorContext:
+    def error_context(
+        self, turn_body: dict[str, Any] | None, request_id: str, stage: ErrorStage, persisted: bool
+    ) -> ChatErrorContext:
         return ChatErrorContext(
             session=self.session, request_id=request_id, stage=stage, messages_persisted=persisted, body=turn_body
         )

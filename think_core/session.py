@@ -14,7 +14,7 @@ import asyncio
 import contextvars
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +27,9 @@ from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
 from .turn import TurnDeps
 from .turn_request import TurnRequest
-from .types import TurnResult, UIMessage
+from .types import Trigger, TurnResult, UIMessage
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncGenerator
 
     from .plugins import ThinkPluginManager
     from .store import AsyncStore
@@ -133,11 +132,12 @@ class Session:
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""
         await self.open()
+        resolved: Any = messages
         if callable(messages):
-            messages = messages(await self._db.list_messages(self.id))
-            if asyncio.iscoroutine(messages):
-                messages = await messages
-        return await self._db.append_messages(self.id, coerce_messages(messages))
+            resolved = messages(await self._db.list_messages(self.id))
+            if asyncio.iscoroutine(resolved):
+                resolved = await resolved
+        return await self._db.append_messages(self.id, coerce_messages(resolved))
 
     # -- entry paths --------------------------------------------------------------------------------
     async def chat(
@@ -176,9 +176,9 @@ class Session:
         input: MessageInput,
         *,
         body: dict[str, Any] | None = None,
-        trigger: str = "stream",
+        trigger: Trigger = "stream",
         request_id: str | None = None,
-    ) -> AsyncIterator[dict[str, Any]]:
+    ) -> AsyncGenerator[dict[str, Any], None]:
         """Run a turn and yield its AI SDK UI message stream chunks as they are produced."""
         request = TurnRequest(trigger, coerce_messages(input), body=body, request_id=request_id or new_id("req"))
         # aclosing: closing this stream early aborts the turn now, not when the GC gets to it.
@@ -186,7 +186,7 @@ class Session:
             async for chunk in chunks:
                 yield chunk
 
-    async def stream_request(self, request: TurnRequest) -> AsyncIterator[dict[str, Any]]:
+    async def stream_request(self, request: TurnRequest) -> AsyncGenerator[dict[str, Any], None]:
         """Run ``request`` in a task of its own and yield its chunks (used by the server too)."""
         self._assert_not_nested(request.trigger)
         request.request_id = request.request_id or new_id("req")
@@ -373,7 +373,7 @@ class Session:
         transcript: ClientTranscript,
         *,
         body: dict[str, Any] | None = None,
-        trigger: str = "transcript",
+        trigger: Trigger = "chat",
         request_id: str | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.

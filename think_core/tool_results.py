@@ -7,8 +7,8 @@ place; when no call of the message is left waiting, the session runs an auto-con
 
 from __future__ import annotations
 
-from typing import Any, Optional
 from collections.abc import Callable
+from typing import Any
 
 from .errors import UnknownToolCall
 from .messages import PENDING_TOOL_STATES, is_tool_part

@@ -9,8 +9,8 @@ the call is handed to the client and answered with ``session.add_tool_result``.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Optional
 from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 

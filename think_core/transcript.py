@@ -21,13 +21,13 @@ from typing import Any, Protocol
 
 from .messages import PENDING_TOOL_STATES, is_tool_part
 from .tool_results import Settle, apply_answer, approval_update, result_update
-from .types import UIMessage
+from .types import Trigger, UIMessage
 
 SUBMIT = "submit-message"
 REGENERATE = "regenerate-message"
 
 #: The trigger of the turn that continues an answered assistant message.
-CONTINUE_TRIGGER = "auto_continue"
+CONTINUE_TRIGGER: Trigger = "auto_continue"
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ class HistoryStore(Protocol):
 class TurnRequestFields(Protocol):
     """The fields of the session's turn request that applying a transcript decides."""
 
-    trigger: str
+    trigger: Trigger
     incoming: Any
     continuation: bool
     body: dict[str, Any] | None

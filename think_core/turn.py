@@ -47,6 +47,7 @@ from .types import (
     StepResult,
     StepToolResult,
     TurnConfig,
+    Trigger,
     TurnContext,
     UIMessage,
 )
@@ -105,7 +106,7 @@ class Turn:
         session: Any,
         *,
         request_id: str,
-        trigger: str,
+        trigger: Trigger,
         continuation: bool,
         body: dict[str, Any] | None,
         builder: AssistantMessageBuilder,

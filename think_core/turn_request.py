@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
+from .types import ErrorClassification, ErrorStage, Trigger
 from .ui_stream import Emit
 
 __all__ = ["TurnFailed", "TurnOutcome", "TurnRequest"]
@@ -29,7 +30,7 @@ class TurnRequest:
         It may prepare the turn and rewrite this request (a chat client's transcript does).
     """
 
-    trigger: str
+    trigger: Trigger
     incoming: Any = None
     continuation: bool = False
     body: dict[str, Any] | None = None
@@ -42,12 +43,12 @@ class TurnRequest:
 class TurnFailed(Exception):
     """Internal: a turn error with the stage it happened at."""
 
-    def __init__(self, error: BaseException, stage: str, streamed: bool = False) -> None:
+    def __init__(self, error: BaseException, stage: ErrorStage, streamed: bool = False) -> None:
         super().__init__(str(error))
         self.error = error
         self.stage = stage
         self.streamed = streamed  # whether the failed step had produced output
-        self.classification: str | None = None
+        self.classification: ErrorClassification | None = None
         self.classified = False  # classify_chat_error was consulted (its answer may be None)
 
 

@@ -25,6 +25,7 @@ class AssistantMessageBuilder:
         self.send_reasoning = send_reasoning
         self._open_kind: str | None = None  # "text" | "reasoning" | None
         self._open_part: dict[str, Any] | None = None
+        self._open_id = ""
         self._pieces: list[str] = []
         self._block_counter = 0
         self._tool_parts: dict[str, dict[str, Any]] = {}
@@ -92,14 +93,14 @@ class AssistantMessageBuilder:
             self._open_block("text")
         self._pieces.append(text)
         if self._emit:
-            self._emit({"type": "text-delta", "id": self._open_part["_id"], "delta": text})
+            self._emit({"type": "text-delta", "id": self._open_id, "delta": text})
 
     def reasoning_delta(self, text: str) -> None:
         if self._open_kind != "reasoning":
             self._open_block("reasoning")
         self._pieces.append(text)
         if self._emit and self.send_reasoning:
-            self._emit({"type": "reasoning-delta", "id": self._open_part["_id"], "delta": text})
+            self._emit({"type": "reasoning-delta", "id": self._open_id, "delta": text})
 
     def _open_block(self, kind: str) -> None:
         self._close_block()
@@ -107,7 +108,7 @@ class AssistantMessageBuilder:
         block_id = f"{kind[0]}{self._block_counter}"
         part = {"type": kind, "text": "", "_id": block_id}
         self.parts.append(part)
-        self._open_kind, self._open_part, self._pieces = kind, part, []
+        self._open_kind, self._open_part, self._open_id, self._pieces = kind, part, block_id, []
         if self._emit and (kind == "text" or self.send_reasoning):
             self._emit({"type": f"{kind}-start", "id": block_id})
 

@@ -133,7 +133,7 @@ def _server_class(uvicorn: Any) -> type:
     ``KeyboardInterrupt`` traceback from ``asyncio.run`` and cuts short closing the agent.
     """
 
-    class Server(uvicorn.Server):  # type: ignore[misc, name-defined]
+    class Server(uvicorn.Server):
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             loop = asyncio.get_running_loop()

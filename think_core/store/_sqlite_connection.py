@@ -8,7 +8,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -163,6 +163,32 @@ class SQLiteConnection:
             "INSERT OR IGNORE INTO sessions (session_id, created_at) VALUES (?, ?)",
             (session_id, time.time()),
         )
+
+    @staticmethod
+    def _insert_messages(
+        conn: sqlite3.Connection, session_id: str, messages: Sequence[UIMessage]
+    ) -> list[UIMessage]:
+        appended: list[UIMessage] = []
+        now = time.time()
+        for message in messages:
+            cursor = conn.execute(
+                "INSERT INTO messages "
+                "(session_id, message_id, role, parts, metadata, created_at, updated_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (session_id, message_id) DO NOTHING",
+                (
+                    session_id,
+                    message.id,
+                    message.role,
+                    _dumps(message.parts),
+                    _dumps(message.metadata) if message.metadata is not None else None,
+                    now,
+                    now,
+                ),
+            )
+            if cursor.rowcount:
+                appended.append(message)
+        return appended
 
     @staticmethod
     def _message(row: sqlite3.Row) -> UIMessage:

@@ -67,32 +67,6 @@ class SQLiteStore(SubmissionRows):
             ).fetchone()
         return self._message(row) if row is not None else None
 
-    @staticmethod
-    def _insert_messages(
-        conn: sqlite3.Connection, session_id: str, messages: Sequence[UIMessage]
-    ) -> list[UIMessage]:
-        appended: list[UIMessage] = []
-        now = time.time()
-        for message in messages:
-            cursor = conn.execute(
-                "INSERT INTO messages "
-                "(session_id, message_id, role, parts, metadata, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (session_id, message_id) DO NOTHING",
-                (
-                    session_id,
-                    message.id,
-                    message.role,
-                    _dumps(message.parts),
-                    _dumps(message.metadata) if message.metadata is not None else None,
-                    now,
-                    now,
-                ),
-            )
-            if cursor.rowcount:
-                appended.append(message)
-        return appended
-
     def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
         """Append at the end, idempotent by id: a message whose id is already stored in the
         session (or repeated within ``messages``) is skipped. Returns the ones appended."""
