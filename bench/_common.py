@@ -62,10 +62,10 @@ def table(headers: list[str], rows: list[list[object]]) -> str:
     """A GitHub-flavoured markdown table (readable as plain text too)."""
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths)) + " |"]
+    lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(cells[0], widths, strict=False)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for row in cells[1:]:
-        lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths)) + " |")
+        lines.append("| " + " | ".join(c.rjust(w) for c, w in zip(row, widths, strict=False)) + " |")
     return "\n".join(lines)
 
 

@@ -97,80 +97,108 @@ async def best_per_call(body: Callable[[int], Awaitable[None]], repeat: int, tar
     return best / number * 1e6
 
 
-def bodies(count: int, is_async: bool) -> dict[str, dict[str, Callable[[int], Awaitable[None]]]]:
+Loop = Callable[[int], Awaitable[None]]
+
+
+def _relay_loops(relay: HookDispatcher) -> dict[str, Loop]:
+    async def first(n: int) -> None:
+        for _ in range(n):
+            await relay.before_tool_call(CALL_CTX)
+
+    async def broadcast(n: int) -> None:
+        for _ in range(n):
+            await relay.after_tool_call(RESULT_CTX)
+
+    async def chunk(n: int) -> None:
+        emit = relay.emit_chunk
+        for _ in range(n):
+            emit(CHUNK_CTX)
+
+    return {"first": first, "broadcast": broadcast, "chunk": chunk}
+
+
+def _plain_loops(plugins: list[Any], is_async: bool) -> dict[str, Loop]:
+    # pluggy calls the last registered first; the plain loop uses the same order.
+    decide = [p.before_tool_call for p in reversed(plugins)]
+    observe = [p.after_tool_call for p in reversed(plugins)]
+    on_chunk = [p.on_chunk for p in reversed(plugins)]
+
+    async def chunk(n: int) -> None:
+        for _ in range(n):
+            for fn in on_chunk:
+                fn(CHUNK_CTX)
+
+    calls = _plain_async(decide, observe) if is_async else _plain_sync(decide, observe)
+    return {**calls, "chunk": chunk}
+
+
+def _plain_async(decide: list[Any], observe: list[Any]) -> dict[str, Loop]:
+    async def first(n: int) -> None:
+        for _ in range(n):
+            for fn in decide:
+                if await fn(CALL_CTX) is not None:
+                    break
+
+    async def broadcast(n: int) -> None:
+        for _ in range(n):
+            for fn in observe:
+                await fn(RESULT_CTX)
+
+    return {"first": first, "broadcast": broadcast}
+
+
+def _plain_sync(decide: list[Any], observe: list[Any]) -> dict[str, Loop]:
+    async def first(n: int) -> None:
+        for _ in range(n):
+            for fn in decide:
+                if fn(CALL_CTX) is not None:
+                    break
+
+    async def broadcast(n: int) -> None:
+        for _ in range(n):
+            for fn in observe:
+                fn(RESULT_CTX)
+
+    return {"first": first, "broadcast": broadcast}
+
+
+def _pluggy_loops(pm: Any) -> dict[str, Loop]:
+    async def first(n: int) -> None:
+        hook = pm.hook.before_tool_call
+        for _ in range(n):
+            hook(ctx=CALL_CTX)
+
+    async def broadcast(n: int) -> None:
+        hook = pm.hook.after_tool_call
+        for _ in range(n):
+            hook(ctx=RESULT_CTX)
+
+    async def chunk(n: int) -> None:
+        hook = pm.hook.on_chunk
+        for _ in range(n):
+            hook(ctx=CHUNK_CTX)
+
+    return {"first": first, "broadcast": broadcast, "chunk": chunk}
+
+
+def bodies(count: int, is_async: bool) -> dict[str, dict[str, Loop]]:
     """For each hook kind, the loops to time: relay, plain and (sync only) pluggy."""
     cls = AsyncPlugin if is_async else SyncPlugin
     plugins = [cls() for _ in range(count)]
     pm = build_plugin_manager(load_entrypoints=False, plugins=[], settings={})
     for i, plugin in enumerate(plugins):
         pm.register(plugin, name=f"p{i}")
-    relay = HookDispatcher(pm)
-    # pluggy calls the last registered first; the plain loop uses the same order.
-    decide = [p.before_tool_call for p in reversed(plugins)]
-    observe = [p.after_tool_call for p in reversed(plugins)]
-    chunk = [p.on_chunk for p in reversed(plugins)]
-
-    async def relay_first(n: int) -> None:
-        for _ in range(n):
-            await relay.before_tool_call(CALL_CTX)
-
-    async def relay_broadcast(n: int) -> None:
-        for _ in range(n):
-            await relay.after_tool_call(RESULT_CTX)
-
-    async def relay_chunk(n: int) -> None:
-        emit = relay.emit_chunk
-        for _ in range(n):
-            emit(CHUNK_CTX)
-
-    if is_async:
-        async def plain_first(n: int) -> None:
-            for _ in range(n):
-                for fn in decide:
-                    if await fn(CALL_CTX) is not None:
-                        break
-
-        async def plain_broadcast(n: int) -> None:
-            for _ in range(n):
-                for fn in observe:
-                    await fn(RESULT_CTX)
-    else:
-        async def plain_first(n: int) -> None:
-            for _ in range(n):
-                for fn in decide:
-                    if fn(CALL_CTX) is not None:
-                        break
-
-        async def plain_broadcast(n: int) -> None:
-            for _ in range(n):
-                for fn in observe:
-                    fn(RESULT_CTX)
-
-    async def plain_chunk(n: int) -> None:
-        for _ in range(n):
-            for fn in chunk:
-                fn(CHUNK_CTX)
-
-    async def pluggy_first(n: int) -> None:
-        hook = pm.hook.before_tool_call
-        for _ in range(n):
-            hook(ctx=CALL_CTX)
-
-    async def pluggy_broadcast(n: int) -> None:
-        hook = pm.hook.after_tool_call
-        for _ in range(n):
-            hook(ctx=RESULT_CTX)
-
-    async def pluggy_chunk(n: int) -> None:
-        hook = pm.hook.on_chunk
-        for _ in range(n):
-            hook(ctx=CHUNK_CTX)
-
-    out = {
-        "firstresult (before_tool_call)": {"relay": relay_first, "plain": plain_first, "pluggy": pluggy_first},
-        "broadcast (after_tool_call)": {"relay": relay_broadcast, "plain": plain_broadcast, "pluggy": pluggy_broadcast},
-        "on_chunk (emit_chunk)": {"relay": relay_chunk, "plain": plain_chunk, "pluggy": pluggy_chunk},
+    loops = {
+        "relay": _relay_loops(HookDispatcher(pm)),
+        "plain": _plain_loops(plugins, is_async),
+        "pluggy": _pluggy_loops(pm),
     }
+    kinds = {
+        "firstresult (before_tool_call)": "first",
+        "broadcast (after_tool_call)": "broadcast",
+        "on_chunk (emit_chunk)": "chunk",
+    }
+    out = {label: {name: loops[name][key] for name in loops} for label, key in kinds.items()}
     if is_async:
         for kind in ("firstresult (before_tool_call)", "broadcast (after_tool_call)"):
             del out[kind]["pluggy"]  # pluggy would return un-awaited coroutines
@@ -179,7 +207,7 @@ def bodies(count: int, is_async: bool) -> dict[str, dict[str, Callable[[int], Aw
 
 async def measure(repeat: int, target: float) -> list[list[object]]:
     rows: list[list[object]] = []
-    for kind_index, kind in enumerate(bodies(0, False)):
+    for kind in bodies(0, False):
         for is_async in (False, True):
             if is_async and kind.startswith("on_chunk"):
                 continue  # async on_chunk is rejected at registration

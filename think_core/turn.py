@@ -46,8 +46,8 @@ from .types import (
     StepContext,
     StepResult,
     StepToolResult,
-    TurnConfig,
     Trigger,
+    TurnConfig,
     TurnContext,
     UIMessage,
 )

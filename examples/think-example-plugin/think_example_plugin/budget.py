@@ -17,8 +17,6 @@ Why it is written the way it is (the points a third-party plugin should copy):
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from think_core import ToolCallContext, ToolCallDecision, block, hookimpl
@@ -43,7 +41,7 @@ class ToolBudget:
         self.settings = ToolBudgetSettings()
 
     @hookimpl
-    def before_tool_call(self, ctx: ToolCallContext) -> Optional[ToolCallDecision]:
+    def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
         if ctx.tool_name in self.settings.exempt:
             return None
         state = ctx.session.state_for(self)
