@@ -21,23 +21,9 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, Unpack
 
-from ..events import (
-    ModelEvent,
-    ReasoningDelta,
-    TextDelta,
-    ToolCall,
-    ToolInputDelta,
-    ToolInputStart,
-    Usage,
-)
+from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
-from ._wire import (
-    decode_json,
-    parse_tool_input,
-    stop_reason_mapper,
-    tool_output_text,
-    wire_name,
-)
+from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
