@@ -51,7 +51,7 @@ async def main() -> None:
     agent = Think(
         scripted_model(),
         tools=[get_weather],
-        retry={"base_delay": 0.05},
+        retry={"initial_delay": 0.05},
         disable=["analytics"],  # keep the example from writing think-analytics.db
         settings={"otel": {"agent_name": "weather-agent", "capture_content": True}},
     )
