@@ -1,7 +1,9 @@
-"""The ``cf_agent_*`` WebSocket frames (reference §6.2) and the JSON error shape shared with HTTP.
+"""The ``cf_agent_*`` WebSocket frames of Cloudflare's agents chat protocol (the frames
+``@cloudflare/ai-chat``'s ``useAgentChat`` sends and expects) and the JSON error shape shared
+with HTTP.
 
 Frames are built and parsed here, in one place, so the WebSocket handler only routes them and
-the wire shapes stay easy to audit against the reference.
+the wire shapes stay easy to audit against the clients.
 
 Server → client frames built here:
 
