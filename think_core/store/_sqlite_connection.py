@@ -76,6 +76,19 @@ def _dumps(value: Any) -> str:
 def _is_memory(path: str) -> bool:
     return path in ("", ":memory:") or (path.startswith("file:") and "mode=memory" in path)
 
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, message_id, role, parts, metadata, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?) "
+)
+
+
+def message_row(session_id: str, message: UIMessage, now: float) -> tuple[Any, ...]:
+    """The values of :data:`INSERT_MESSAGE` for ``message``."""
+    metadata = _dumps(message.metadata) if message.metadata is not None else None
+    return (session_id, message.id, message.role, _dumps(message.parts), metadata, now, now)
+
+
 class SQLiteConnection:
     """The connection a SQLite store runs on. ``path`` is a file path, ``":memory:"`` or a
     ``file:`` URI."""
@@ -165,32 +178,6 @@ class SQLiteConnection:
         )
 
     @staticmethod
-    def _insert_messages(
-        conn: sqlite3.Connection, session_id: str, messages: Sequence[UIMessage]
-    ) -> list[UIMessage]:
-        appended: list[UIMessage] = []
-        now = time.time()
-        for message in messages:
-            cursor = conn.execute(
-                "INSERT INTO messages "
-                "(session_id, message_id, role, parts, metadata, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (session_id, message_id) DO NOTHING",
-                (
-                    session_id,
-                    message.id,
-                    message.role,
-                    _dumps(message.parts),
-                    _dumps(message.metadata) if message.metadata is not None else None,
-                    now,
-                    now,
-                ),
-            )
-            if cursor.rowcount:
-                appended.append(message)
-        return appended
-
-    @staticmethod
     def _message(row: sqlite3.Row) -> UIMessage:
         metadata = row["metadata"]
         # Rows were validated on the way in: skip validation on the way out (every turn reads
@@ -201,6 +188,23 @@ class SQLiteConnection:
             parts=json.loads(row["parts"]),
             metadata=json.loads(metadata) if metadata is not None else None,
         )
+
+    @staticmethod
+    def _insert_messages(
+        conn: sqlite3.Connection, session_id: str, messages: Sequence[UIMessage]
+    ) -> list[UIMessage]:
+        """Insert at the end, skipping ids the session already holds; returns the inserted
+        ones. Shared by appending and by applying a submission, each in its own transaction."""
+        appended: list[UIMessage] = []
+        now = time.time()
+        for message in messages:
+            cursor = conn.execute(
+                INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO NOTHING",
+                message_row(session_id, message, now),
+            )
+            if cursor.rowcount:
+                appended.append(message)
+        return appended
 
     def close(self) -> None:
         """Close the connection. Idempotent."""

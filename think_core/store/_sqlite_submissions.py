@@ -20,6 +20,7 @@ _SUBMISSION_COLUMNS = (
     "messages_applied_at, created_at, started_at, completed_at"
 )
 
+
 class SubmissionRows(SQLiteConnection):
     """Durable submissions, on the store's connection."""
 
@@ -40,9 +41,6 @@ class SubmissionRows(SQLiteConnection):
             started_at=row["started_at"],
             completed_at=row["completed_at"],
         )
-
-
-    # ------------------------------------------------------------------ submissions
 
     def _select_submission(
         self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
@@ -183,7 +181,7 @@ class SubmissionRows(SQLiteConnection):
     def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]:
         """Append the submission's messages to the session (idempotent by id) and mark it
         applied, in one transaction. Returns the messages actually appended. Raises
-        ``KeyError`` for an unknown submission."""
+        :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
         with self._write() as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..types import UIMessage
-from ._sqlite_connection import SCHEMA_VERSION, _dumps
+from ._sqlite_connection import INSERT_MESSAGE, SCHEMA_VERSION, _dumps, message_row
 from ._sqlite_submissions import SubmissionRows
 from .base import Compaction
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
@@ -82,21 +82,10 @@ class SQLiteStore(SubmissionRows):
         with self._write() as conn:
             self._ensure(conn, session_id)
             conn.execute(
-                "INSERT INTO messages "
-                "(session_id, message_id, role, parts, metadata, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (session_id, message_id) DO UPDATE SET "
+                INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
                 "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
                 "updated_at = excluded.updated_at",
-                (
-                    session_id,
-                    message.id,
-                    message.role,
-                    _dumps(message.parts),
-                    _dumps(message.metadata) if message.metadata is not None else None,
-                    now,
-                    now,
-                ),
+                message_row(session_id, message, now),
             )
 
     def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int:
