@@ -3,26 +3,68 @@
 ``store`` runs a test once per backend; ``store_factory`` makes several stores over one
 database (for the cross-instance tests), so it runs only on backends that can share one.
 A PostgreSQL backend joins both lists by its name (it needs ``THINK_TEST_POSTGRES_URL``).
+
+Both fixtures hand out a backend seen through the :class:`Store` protocol alone
+(:class:`ProtocolOnly`): a contract test, or shared code it calls such as the submission
+recovery, that reaches for a backend extra fails on every backend instead of passing on SQLite
+and breaking on the next one.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from think_core.store import SQLiteStore, Store
-
-StoreFactory = Callable[[], Any]  # a Store that is also a context manager
+from think_core.types import UIMessage
 
 SHARED_BACKENDS = ["sqlite-file", "postgresql"]
 ALL_BACKENDS = ["sqlite-file", "sqlite-memory", "postgresql"]
 
+#: The public methods of the protocol: everything a contract test may call on a store.
+PROTOCOL_METHODS = frozenset(
+    name for name, value in vars(Store).items() if callable(value) and not name.startswith("_")
+)
 
-def _factory(backend: str, tmp_path: Path) -> StoreFactory:
+
+class ProtocolOnly:
+    """A backend with only the :class:`Store` protocol's methods reachable; a context manager
+    that closes it."""
+
+    def __init__(self, backend: Store) -> None:
+        self._backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in PROTOCOL_METHODS:
+            raise AttributeError(f"{name!r} is not part of the Store protocol")
+        return getattr(self._backend, name)
+
+    def __enter__(self) -> ProtocolOnly:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._backend.close()
+
+    def __repr__(self) -> str:
+        return f"ProtocolOnly({self._backend!r})"
+
+
+StoreFactory = Callable[[], ProtocolOnly]
+
+
+def msg(mid: str, text: str = "", role: str = "user", **kw: Any) -> UIMessage:
+    return UIMessage(id=mid, role=role, parts=[{"type": "text", "text": text or mid}], **kw)
+
+
+def ids(messages: Iterable[UIMessage]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def _backend(backend: str, tmp_path: Path) -> Callable[[], Store]:
     if backend == "sqlite-file":
         path = tmp_path / "think.db"
         return lambda: SQLiteStore(path)
@@ -40,6 +82,11 @@ def _factory(backend: str, tmp_path: Path) -> StoreFactory:
     raise ValueError(backend)
 
 
+def _factory(backend: str, tmp_path: Path) -> StoreFactory:
+    open_backend = _backend(backend, tmp_path)
+    return lambda: ProtocolOnly(open_backend())
+
+
 @pytest.fixture(params=SHARED_BACKENDS)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
     return _factory(request.param, tmp_path)
@@ -48,4 +95,4 @@ def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactor
 @pytest.fixture(params=ALL_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     with _factory(request.param, tmp_path)() as opened:
-        yield opened
+        yield opened  # type: ignore[misc]

@@ -11,17 +11,9 @@ from think_core.store import Store, Submission
 from think_core.submission_recovery import recover_submissions
 from think_core.types import UIMessage
 
-from .conftest import StoreFactory
+from .conftest import StoreFactory, ids, msg
 
 S = "session-1"
-
-
-def msg(mid: str, text: str = "", role: str = "user", **kw) -> UIMessage:
-    return UIMessage(id=mid, role=role, parts=[{"type": "text", "text": text or mid}], **kw)
-
-
-def ids(messages) -> list[str]:
-    return [m.id for m in messages]
 
 
 def _summary_text(m: UIMessage) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from think_core.store import Submission
-from think_core.submission_recovery import recovery_action
+from think_core.submission_recovery import recover_submissions, recovery_action
 from think_core.types import UIMessage
 
 
@@ -30,3 +30,49 @@ def test_rows_whose_messages_are_all_stored_are_marked_and_answered() -> None:
 def test_rows_with_a_message_missing_run_again() -> None:
     assert recovery_action(row("u1", "u2"), ["u1"]) == "requeue"
     assert recovery_action(row("u1"), []) == "requeue"
+
+
+class RecordingStore:
+    """The four protocol methods recovery uses, over fixed rows; records every call."""
+
+    def __init__(self, retaken: list[Submission], stored_ids: list[str]) -> None:
+        self.retaken, self.stored_ids = retaken, stored_ids
+        self.calls: list[tuple[str, object]] = []
+
+    def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]:
+        self.calls.append(("retake", stale_after))
+        return self.retaken
+
+    def list_messages(self, session_id: str) -> list[UIMessage]:
+        self.calls.append(("list_messages", session_id))
+        return [UIMessage(id=m, role="user", parts=[]) for m in self.stored_ids]
+
+    def requeue_submission(self, session_id: str, submission_id: str) -> bool:
+        self.calls.append(("requeue", submission_id))
+        return True
+
+    def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
+        self.calls.append(("mark_applied", submission_id))
+        return True
+
+
+def named(submission_id: str, submission: Submission) -> Submission:
+    return submission.model_copy(update={"submission_id": submission_id, "request_id": submission_id})
+
+
+def test_nothing_retaken_reads_no_history() -> None:
+    store = RecordingStore([], ["u1"])
+    assert recover_submissions(store, "x", stale_after=30.0) == []  # type: ignore[arg-type]
+    assert store.calls == [("retake", 30.0)]
+
+
+def test_recovery_requeues_marks_and_returns_the_rows_to_answer_in_order() -> None:
+    rows = [named("applied", row("u1", applied=True)), named("lost", row("u2", "u3")),
+            named("unmarked", row("u4")), named("partly", row("u4", "u5"))]
+    store = RecordingStore(rows, ["u1", "u2", "u4"])
+    answer = recover_submissions(store, "x")  # type: ignore[arg-type]
+    assert [(r.submission_id, r.messages_applied) for r in answer] == [("applied", True), ("unmarked", True)]
+    assert store.calls == [
+        ("retake", None), ("list_messages", "x"), ("requeue", "lost"), ("mark_applied", "unmarked"), ("requeue", "partly")
+    ]
+    assert not rows[2].messages_applied  # the retaken row itself is left as the store returned it
