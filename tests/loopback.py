@@ -25,8 +25,9 @@ import asyncio
 import json
 import socket
 import struct
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable
+from typing import Any
 
 import pytest_asyncio
 
@@ -80,7 +81,7 @@ class Reply:
         headers: dict[str, str] | None = None,
         disconnect_after: int | None = None,
         reset: bool = False,
-    ) -> "Reply":
+    ) -> Reply:
         """An event stream. Default: one chunk per event (split after each blank line);
         ``chunk_size=N`` cuts the bytes every N bytes regardless of framing; ``chunks`` gives
         the exact pieces."""
@@ -102,7 +103,7 @@ class Reply:
         )
 
     @classmethod
-    def json(cls, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> "Reply":
+    def json(cls, obj: Any, *, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
         return cls(
             status=status,
             headers={"content-type": "application/json", **(headers or {})},
@@ -210,7 +211,7 @@ class LoopbackServer:
         """Wait until a client hangs up on a response before it was complete."""
         await asyncio.wait_for(self._abandoned.wait(), timeout)
 
-    async def start(self) -> "LoopbackServer":
+    async def start(self) -> LoopbackServer:
         self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -228,7 +229,7 @@ class LoopbackServer:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> "LoopbackServer":
+    async def __aenter__(self) -> LoopbackServer:
         return await self.start()
 
     async def __aexit__(self, *exc: object) -> None:

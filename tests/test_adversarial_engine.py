@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
+from tests.recorder import Recorder
 from think_core import Tool, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.store import SQLiteStore
-from tests.recorder import Recorder
 
 
 def agent_with(steps: list[Any], *plugins: Any, tools: Any = (), **kwargs: Any) -> tuple[Think, ScriptedModel]:
@@ -79,7 +79,7 @@ def _cyclic() -> dict[str, Any]:
     "make_output",
     [
         lambda: {"tags": {"b", "a"}},
-        lambda: {"when": datetime.datetime(2024, 5, 17, 12, 30, tzinfo=datetime.timezone.utc)},
+        lambda: {"when": datetime.datetime(2024, 5, 17, 12, 30, tzinfo=datetime.UTC)},
         lambda: {"price": decimal.Decimal("19.99")},
         lambda: {"raw": b"bytes \xe2\x9c\x93"},
         lambda: {"id": uuid.UUID("12345678-1234-5678-1234-567812345678")},

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from contextlib import aclosing
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from tests.loopback import LoopbackServer, Reply
 from think_core import ConfigurationError, TurnConfig, Usage, block, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.cli import main
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import Analytics, DataPoint, read_jsonl_points, read_sqlite_points
 from think_plugins.analytics.report import percentile, summarize
-from tests.loopback import LoopbackServer, Reply
 
 LOGGER = "think.plugins.analytics"
 

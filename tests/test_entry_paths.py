@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from tests.recorder import Recorder
 from think_core import NestedTurnError, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.store import SQLiteStore
-from tests.recorder import Recorder
 
 TURN_HOOKS = ["before_turn", "before_step", "on_step_finish", "on_chat_response"]
 

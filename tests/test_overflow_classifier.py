@@ -6,7 +6,7 @@ Every message below is a verbatim capture quoted in ``reference/providers.md`` Â
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pluggy
 import pytest
@@ -83,7 +83,7 @@ def anthropic_body(type_: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": type_, "message": message}}
 
 
-def openai_body(message: str, type_: str, code: Optional[str], param: Optional[str] = None) -> Any:
+def openai_body(message: str, type_: str, code: str | None, param: str | None = None) -> Any:
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
@@ -742,7 +742,7 @@ CLASSIFY_CASES = [
 
 
 @pytest.mark.parametrize(("error", "expected"), CLASSIFY_CASES)
-def test_classify_error(error: Any, expected: Optional[str]) -> None:
+def test_classify_error(error: Any, expected: str | None) -> None:
     assert classify_error(error) == expected
 
 
@@ -787,7 +787,7 @@ class GatewayClassifier:
     """A custom classifier, as in the module docstring: its own gateway's wording first."""
 
     @hookimpl(tryfirst=True)
-    def classify_chat_error(self, error: BaseException, ctx: Any) -> Optional[str]:
+    def classify_chat_error(self, error: BaseException, ctx: Any) -> str | None:
         if "conversation too big for gateway" in str(error):
             return "context_overflow"
         return classify_error(error)
@@ -795,7 +795,7 @@ class GatewayClassifier:
 
 class Abstainer:
     @hookimpl(tryfirst=True)
-    def classify_chat_error(self, error: BaseException, ctx: Any) -> Optional[str]:
+    def classify_chat_error(self, error: BaseException, ctx: Any) -> str | None:
         return None
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from tests.recorder import Recorder
 from think_core import ProviderError, tool
 from think_core.agent import Think
 from think_core.models.base import ModelRequest
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.overflow import OverflowClassifier
-from tests.recorder import Recorder
 
 OVERFLOW = ProviderError(
     "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",

@@ -100,7 +100,7 @@ def serialise(events: list[dict[str, Any]], draw: st.DrawFn, terminate_last: boo
 
 def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts})
-    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)])]
+    return [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
 
 
 @FAST
@@ -189,7 +189,7 @@ def fragmented_calls(draw: st.DrawFn, arguments: st.SearchStrategy[str]) -> tupl
     queues: list[list[dict[str, Any]]] = []
     for index, text in enumerate(texts):
         cuts = sorted(set(draw(st.lists(st.integers(0, len(text)), max_size=6))))
-        fragments = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        fragments = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
         first = fragments.pop(0) if draw(st.booleans()) else ""  # arguments may start in the header
         header = {"index": index, "id": f"call_{index}", "type": "function",
                   "function": {"name": f"tool_{index}", "arguments": first}}
@@ -214,7 +214,7 @@ def test_tool_arguments_reassemble_from_any_fragments(objects: list[dict[str, An
     got = stream_events(split_at(stream, cuts))
     calls = [e for e in got if isinstance(e, ToolCall)]
     assert [c.tool_call_id for c in calls] == [f"call_{i}" for i in range(len(texts_drawn))]
-    for index, (call, text) in enumerate(zip(calls, texts_drawn)):
+    for index, (call, text) in enumerate(zip(calls, texts_drawn, strict=True)):
         assert call.raw_input == text
         assert call.input == json.loads(text)
         assert call.tool_name == f"tool_{index}"
@@ -246,7 +246,7 @@ def test_arguments_that_are_not_a_json_object_give_none(data: st.DataObject, cut
     got = stream_events(split_at("".join(events).encode(), cuts))  # must not raise
     calls = [e for e in got if isinstance(e, ToolCall)]
     assert len(calls) == len(texts)
-    for call, text in zip(calls, texts):
+    for call, text in zip(calls, texts, strict=True):
         assert call.raw_input == text
         if not text.strip():
             assert call.input == {}

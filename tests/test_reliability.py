@@ -69,7 +69,7 @@ def _chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any
 
 def _split(text: str, rng: random.Random, pieces: int) -> list[str]:
     cuts = sorted(rng.sample(range(1, len(text)), min(pieces - 1, len(text) - 1)))
-    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+    return [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
 
 
 @dataclass
@@ -228,6 +228,45 @@ class Report:
         )
 
 
+async def audit_store(
+    db: Path, sent: dict[str, list[str]], executions: Counter[str], issued_calls: Any, report: Report
+) -> None:
+    """What the store holds, read back through a fresh agent (a new connection to the file)."""
+    reader = Think(store=str(db), load_entrypoints=False)
+    try:
+        for session_id, texts in sent.items():
+            messages = await reader.session(session_id).messages()
+            stored = [m.text for m in messages if m.role == "user"]
+            report.lost += sum(1 for t in texts if t not in stored)
+            report.duplicated += len(stored) - len(set(stored)) + sum(1 for t in stored if t not in texts)
+            if stored != texts:
+                report.problems.append(f"{session_id}: stored user messages {stored} != sent {texts}")
+            for message in messages:
+                for part in message.parts:
+                    call_id = part.get("toolCallId")
+                    if part.get("state") != "output-available" or part.get("type") == "tool-echo":
+                        continue
+                    if executions[call_id] != 1 or call_id not in issued_calls:
+                        report.problems.append(f"{call_id}: stored as done, executed {executions[call_id]} time(s)")
+    finally:
+        await reader.aclose()
+
+
+async def report_leaked_tasks(baseline: set[asyncio.Task[Any]], report: Report) -> None:
+    """Tasks still pending once the loop has had time to run them are leaks.
+
+    Finalizers of async generators collected by the GC are short-lived tasks: they get that time.
+    """
+    leaked: list[asyncio.Task[Any]] = []
+    for _ in range(100):
+        leaked = [t for t in asyncio.all_tasks() - baseline if not t.done()]
+        if not leaked:
+            break
+        await asyncio.sleep(0.01)
+    if leaked:
+        report.problems.append(f"tasks outlived the run: {leaked}")
+
+
 async def run_reliability(turns: int, seed: int, db: Path, sessions: int = 10) -> Report:
     baseline = set(asyncio.all_tasks())
     provider = FaultyProvider(seed)
@@ -303,35 +342,8 @@ async def run_reliability(turns: int, seed: int, db: Path, sessions: int = 10) -
     report.tool_executions = sum(executions.values())
     report.double_executions = sum(1 for n in executions.values() if n > 1)
 
-    # What the store holds, read back through a fresh agent (a new connection to the file).
-    reader = Think(store=str(db), load_entrypoints=False)
-    try:
-        for session_id, texts in sent.items():
-            messages = await reader.session(session_id).messages()
-            stored = [m.text for m in messages if m.role == "user"]
-            report.lost += sum(1 for t in texts if t not in stored)
-            report.duplicated += len(stored) - len(set(stored)) + sum(1 for t in stored if t not in texts)
-            if stored != texts:
-                report.problems.append(f"{session_id}: stored user messages {stored} != sent {texts}")
-            for message in messages:
-                for part in message.parts:
-                    call_id = part.get("toolCallId")
-                    if part.get("state") != "output-available" or part.get("type") == "tool-echo":
-                        continue
-                    if executions[call_id] != 1 or call_id not in provider.issued_calls:
-                        report.problems.append(f"{call_id}: stored as done, executed {executions[call_id]} time(s)")
-    finally:
-        await reader.aclose()
-
-    # Tasks still pending once the loop has had time to run them are leaks. (Finalizers of
-    # async generators collected by the GC are short-lived tasks: they get that time.)
-    for _ in range(100):
-        leaked = [t for t in asyncio.all_tasks() - baseline if not t.done()]
-        if not leaked:
-            break
-        await asyncio.sleep(0.01)
-    if leaked:
-        report.problems.append(f"tasks outlived the run: {leaked}")
+    await audit_store(db, sent, executions, provider.issued_calls, report)
+    await report_leaked_tasks(baseline, report)
     return report
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 import pytest

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from tests.recorder import Recorder
 from think_core import (
     NestedTurnError,
     ProviderError,
@@ -23,7 +24,6 @@ from think_core import (
 )
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
-from tests.recorder import Recorder
 
 
 def make_tools(counter: dict[str, int]):

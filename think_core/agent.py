@@ -6,7 +6,8 @@ import inspect
 import logging
 import weakref
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from .compaction import Compactor, Summarizer
 from .dispatch import HookDispatcher
@@ -62,7 +63,7 @@ class Think:
         tools: Iterable[Tool | MCPServer] = (),
         plugins: Iterable[Any] = (),
         store: Store | str | None = None,
-        settings: Optional[Mapping[str, Any]] = None,
+        settings: Mapping[str, Any] | None = None,
         max_steps: int = 10,
         load_entrypoints: bool = True,
         disable: Iterable[str] = (),
@@ -70,7 +71,7 @@ class Think:
         context_overflow: ContextOverflowConfig | Mapping[str, Any] | None = None,
         retry: RetryConfig | Mapping[str, Any] | None = None,
         compaction: CompactionConfig | Mapping[str, Any] | None = None,
-        summarizer: Optional[Summarizer] = None,
+        summarizer: Summarizer | None = None,
         submission_lease: float = 30.0,
         max_idle_sessions: int = 1000,
     ) -> None:
@@ -182,13 +183,13 @@ class Think:
         await self._http.aclose()
         self.close()
 
-    def __enter__(self) -> "Think":
+    def __enter__(self) -> Think:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> "Think":
+    async def __aenter__(self) -> Think:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -45,6 +45,7 @@ from .types import (
     ChatErrorContext,
     ChatResponseResult,
     ChunkContext,
+    ErrorClassification,
     SessionView,
     StepConfig,
     StepContext,
@@ -103,9 +104,9 @@ def _model_of(model: type[_Config]) -> Callable[[Any], _Config]:
     return accept
 
 
-def _classification(result: Any) -> str:
+def _classification(result: Any) -> ErrorClassification:
     if isinstance(result, str) and result in ERROR_CLASSIFICATIONS:
-        return result
+        return cast(ErrorClassification, result)
     raise ValueError(f"not one of {', '.join(ERROR_CLASSIFICATIONS)}")
 
 
@@ -281,9 +282,11 @@ class HookDispatcher:
         """firstresult replacement of a terminal error; a raising implementation is skipped."""
         return await self._run("on_chat_error", {"error": error, "ctx": ctx}, _REPLACE_ERROR)
 
-    async def classify_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> str | None:
+    async def classify_chat_error(
+        self, error: BaseException, ctx: ChatErrorContext
+    ) -> ErrorClassification | None:
         """firstresult classification; raising or unknown answers count as no opinion."""
-        result: str | None = await self._run("classify_chat_error", {"error": error, "ctx": ctx}, _CLASSIFY)
+        result: ErrorClassification | None = await self._run("classify_chat_error", {"error": error, "ctx": ctx}, _CLASSIFY)
         return result
 
     # -- register_commands: a registration hook, called outside any turn ---------------------
