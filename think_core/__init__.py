@@ -6,6 +6,7 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, block
 from .agent import Think
 from .errors import (
     ConfigurationError,
+    HookTimeout,
     NestedTurnError,
     PluginError,
     PluginResultError,
@@ -78,6 +79,7 @@ __all__ = [
     "ChunkContext",
     "ConfigurationError",
     "Finish",
+    "HookTimeout",
     "NestedTurnError",
     "PluginError",
     "PluginResultError",
