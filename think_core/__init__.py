@@ -29,7 +29,9 @@ from .events import (
 from .markers import PROJECT, hookimpl, hookspec
 from .messages import user_message
 from .models.anthropic import AnthropicModel
+from .models.gemini import GeminiModel
 from .models.openai import OpenAIChatModel
+from .models.openai_responses import OpenAIResponsesModel
 from .models.resolve import resolve_model
 from .models.scripted import ScriptedModel, Step
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
@@ -61,7 +63,9 @@ from .types import (
 __all__ = [
     "PROJECT",
     "AnthropicModel",
+    "GeminiModel",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ScriptedModel",
     "Step",
     "resolve_model",

@@ -30,7 +30,8 @@ class Think:
     """An agent. One plugin manager per agent, so two agents in one process can differ.
 
     :param model: a :class:`~think_core.models.base.Model` or a model string
-        (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"openai-compatible:NAME@URL"``).
+        (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"google:gemini-2.5-flash"``,
+        ``"openai-responses:NAME"``, ``"openai-compatible:NAME@URL"``).
     :param system: the system prompt.
     :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``) and
         :class:`~think_core.mcp.MCPServer` objects (their tools are added when a session opens).
