@@ -440,7 +440,11 @@ async def test_cancel_aborts_and_persists_the_partial():
     agent = Think(model, plugins=[rec], load_entrypoints=False)
     session = agent.session("s")
     task = asyncio.create_task(session.chat("long answer please", request_id="r1"))
-    await asyncio.sleep(0.1)
+    # Cancel only once a few words streamed: a fixed sleep races the scheduler on a busy host.
+    deadline = asyncio.get_running_loop().time() + 30
+    while sum(1 for h, kind in rec.calls if h == "on_chunk" and kind == "text-delta") < 4:
+        assert asyncio.get_running_loop().time() < deadline, "no text streamed"
+        await asyncio.sleep(0.005)
     assert session.cancel("r1") is True
     result = await asyncio.wait_for(task, 2)
     assert result.status == "aborted"
