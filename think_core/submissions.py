@@ -1,6 +1,10 @@
 """Durable submissions: ``submit_messages`` accepts into the store, a per-session drain runs
-them FIFO through the normal turn, and interrupted ones are recovered when a process opens
-the session again.
+them through the normal turn, one after the other in acceptance order, and interrupted ones are
+recovered when a process opens the session again.
+
+The order is strict, across processes too: a submission whose owner died (or whose lease
+expired) blocks the later ones of its session until it has been retaken and finished, so each
+turn runs on the history its own message ends.
 
 The queue knows nothing of sessions: it is given the session id, the store, the lease, and the
 two callables it needs — run a turn, cancel a turn."""
@@ -27,6 +31,14 @@ if TYPE_CHECKING:
     from .types import TurnResult
 
 logger = logging.getLogger("think.submissions")
+
+_UNFINISHED = ("pending", "running")
+
+
+def _answered_message_id(row: Submission) -> str | None:
+    """The message a submission's turn answers: its last user message (else its last one)."""
+    users = [m.id for m in row.messages if m.role == "user"]
+    return users[-1] if users else (row.messages[-1].id if row.messages else None)
 
 
 class SubmitResult(Submission):
@@ -56,14 +68,13 @@ class SubmissionQueue:
         self._run_turn = run_turn
         self._cancel = cancel
         self._drain_task: asyncio.Task | None = None
-        self._recovery: list[Submission] = []
         self._changed = asyncio.Event()
 
     async def recover(self) -> None:
-        """Called once when the session opens in this process. Rows another live process is
-        running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
-        self._recovery = await self.db.run(recover_submissions, self.session_id, stale_after=self.lease)
-        if self._recovery or await self.db.list_submissions(self.session_id, status="pending", limit=1):
+        """Called once when the session opens in this process: drain if anything is unfinished.
+        Rows another live process is running (fresh heartbeat) are left to it; rows whose lease
+        expired are retaken by the drain."""
+        if await self.db.list_submissions(self.session_id, status=_UNFINISHED, limit=1):
             self.kick()
 
     async def submit(
@@ -107,13 +118,26 @@ class SubmissionQueue:
             )
 
     async def _drain(self) -> None:
-        while self._recovery:
-            await self._run(self._recovery.pop(0), recovering=True)
+        """Until nothing of the session is unfinished: retake what an expired owner left, then
+        claim the next submission in order. While an earlier one runs elsewhere (or waits for
+        its dead owner's lease to expire), poll three times per lease."""
+        session_id = self.session_id
         while True:
-            row = await self.db.claim_next_submission(self.session_id)
-            if row is None:
+            recovered = await self.db.run(recover_submissions, session_id, stale_after=self.lease)
+            for row in recovered:
+                await self._run(row, recovering=True)
+            row = await self.db.claim_next_submission(session_id, in_order=True)
+            if row is not None:
+                await self._run(row, recovering=False)
+                continue
+            if recovered:
+                continue
+            if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                 return
-            await self._run(row, recovering=False)
+            try:
+                await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+            except TimeoutError:
+                pass
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
@@ -132,6 +156,7 @@ class SubmissionQueue:
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
+            answers=_answered_message_id(row),
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
         lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))

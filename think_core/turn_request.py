@@ -28,6 +28,8 @@ class TurnRequest:
     :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
     :param should_apply: awaited under the lock before anything else; ``False`` skips the turn.
         It may prepare the turn and rewrite this request (a chat client's transcript does).
+    :param answers: the id of the message this turn answers (a durable submission's user
+        message): the model sees the history up to that message, never a later one.
     """
 
     trigger: Trigger
@@ -38,6 +40,7 @@ class TurnRequest:
     request_id: str | None = None
     apply_incoming: Callable[[], Awaitable[Any]] | None = None
     should_apply: Callable[[], Awaitable[bool]] | None = None
+    answers: str | None = None
 
 
 class TurnFailed(Exception):

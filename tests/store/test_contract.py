@@ -310,3 +310,28 @@ def test_requeue_puts_back_only_unapplied_running_rows(store: Store) -> None:
     store.apply_submission_messages(S, "a")
     assert store.requeue_submission(S, "a") is False  # applied: running it again would repeat them
     assert store.requeue_submission(S, "b") is False  # pending already
+
+
+def test_in_order_claim_waits_for_the_earlier_running_submission(store: Store) -> None:
+    for sid in "abc":
+        store.create_submission(S, [msg(f"m{sid}")], submission_id=sid)
+    assert store.claim_next_submission(S, in_order=True).submission_id == "a"
+    assert store.claim_next_submission(S, in_order=True) is None  # a is still running
+    assert store.claim_next_submission(S).submission_id == "b"  # an unordered claim does not wait
+    store.finish_submission(S, "a", "completed")
+    assert store.claim_next_submission(S, in_order=True) is None  # b is running now
+    store.finish_submission(S, "b", "error", "boom")
+    assert store.claim_next_submission(S, in_order=True).submission_id == "c"
+    assert store.claim_next_submission(S, in_order=True) is None
+    assert store.claim_next_submission("other", in_order=True) is None
+
+
+def test_in_order_claim_across_stores_claims_each_row_once_in_order(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        for sid in "ab":
+            first.create_submission(S, [msg(f"m{sid}")], submission_id=sid)
+        assert first.claim_next_submission(S, in_order=True).submission_id == "a"
+        assert second.claim_next_submission(S, in_order=True) is None  # held by the first store
+        second.finish_submission(S, "a", "completed")
+        assert second.claim_next_submission(S, in_order=True).submission_id == "b"
+        assert first.claim_next_submission(S, in_order=True) is None

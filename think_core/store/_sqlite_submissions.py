@@ -133,17 +133,20 @@ class SubmissionRows(SQLiteConnection):
             rows = conn.execute(sql, args).fetchall()
         return [self._submission(r) for r in rows]
 
-    def claim_next_submission(self, session_id: str) -> Submission | None:
+    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None:
         """Atomically move the oldest ``pending`` submission to ``running`` (setting
         ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
-        claimed by exactly one caller, across connections and processes."""
+        claimed by exactly one caller, across connections and processes. ``in_order``: only
+        when no submission accepted before it is still ``running`` (``None`` otherwise), so a
+        session's submissions run one after the other in acceptance order."""
+        statuses = "('pending', 'running')" if in_order else "('pending')"
         with self._write() as conn:
             row = conn.execute(
-                "SELECT submission_id FROM submissions WHERE session_id = ? "
-                "AND status = 'pending' ORDER BY seq LIMIT 1",
+                f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
+                f"AND status IN {statuses} ORDER BY seq LIMIT 1",
                 (session_id,),
             ).fetchone()
-            if row is None:
+            if row is None or row["status"] != "pending":
                 return None
             now = time.time()
             conn.execute(
