@@ -215,6 +215,13 @@ def on_chat_response(result: ChatResponseResult) -> None:
     Fires once per turn after the assistant message is persisted **and** the session's turn
     lock is released, so calling ``session.save_messages(...)`` from here chains a new turn.
 
+    For a durable submission (``submit_messages``) the answer and the submission's completion
+    are committed in one transaction *before* this hook runs. A process that dies after that
+    commit — while this hook runs, or before it starts — does not run the turn again, so the
+    hook does not run again either: for submissions it is **at most once** per turn (a crash in
+    that window skips it), never a second answer. It also does not fire for a turn whose
+    submission was retaken by another owner (that owner answers it).
+
     :param result: ``session``, ``request_id``, ``body``, ``message`` (the persisted
         assistant UI message; may have no parts),
         ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``, ``error``,

@@ -24,11 +24,11 @@ from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_submissions
-from .turn_request import TurnRequest
+from .turn_request import TurnOutcome, TurnRequest
 
 if TYPE_CHECKING:
     from .store import AsyncStore
-    from .types import TurnResult
+    from .types import TurnResult, UIMessage
 
 logger = logging.getLogger("think.submissions")
 
@@ -150,6 +150,16 @@ class SubmissionQueue:
             current = await db.get_submission(session_id, sid)
             return current is not None and current.status == "running"
 
+        answered = False
+
+        async def store_answer(message: UIMessage | None, outcome: TurnOutcome) -> bool:
+            nonlocal answered
+            answered = True  # stored, or refused because the row is not ours: never finish it here
+            stored: bool = await db.store_submission_answer(
+                session_id, sid, message, outcome.status, error=outcome.error_text
+            )
+            return stored
+
         request = TurnRequest(
             "submit",
             None,
@@ -157,22 +167,26 @@ class SubmissionQueue:
             apply_incoming=apply,
             should_apply=still_running,
             answers=_answered_message_id(row),
+            store_answer=store_answer,
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
         lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))
         lease.start()
         try:
             result = await self._run_turn(request)
+            # A turn that stored its answer finished the row with it (or learnt it is not ours):
+            # the rest ended without storing one (skipped, or failed before running).
+            if not answered:
+                status, error = (result.status, result.error) if result.status != "skipped" else (
+                    "aborted", "cancelled before it ran"
+                )
+                await db.finish_submission(session_id, sid, status, error=error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
-            await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
-        else:
-            if result.status == "skipped":
-                await db.finish_submission(session_id, sid, "aborted", error="cancelled before it ran")
-            else:
-                await db.finish_submission(session_id, sid, result.status, error=result.error)
+            if not answered:
+                await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         finally:
             lease.stop()
         self._notify()

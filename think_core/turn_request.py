@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
-from .types import ErrorClassification, ErrorStage, Trigger
+from .types import ErrorClassification, ErrorStage, Trigger, UIMessage
 from .ui_stream import Emit
 
 __all__ = ["TurnFailed", "TurnOutcome", "TurnRequest"]
@@ -30,6 +30,9 @@ class TurnRequest:
         It may prepare the turn and rewrite this request (a chat client's transcript does).
     :param answers: the id of the message this turn answers (a durable submission's user
         message): the model sees the history up to that message, never a later one.
+    :param store_answer: stores the turn's answer (``None`` when it has no parts) with its
+        outcome, in place of a plain upsert (a durable submission: answer and completion in one
+        transaction); ``False`` when the store refused it (the submission is not ours any more).
     """
 
     trigger: Trigger
@@ -41,6 +44,7 @@ class TurnRequest:
     apply_incoming: Callable[[], Awaitable[Any]] | None = None
     should_apply: Callable[[], Awaitable[bool]] | None = None
     answers: str | None = None
+    store_answer: Callable[[UIMessage | None, TurnOutcome], Awaitable[bool]] | None = None
 
 
 class TurnFailed(Exception):

@@ -335,3 +335,44 @@ def test_in_order_claim_across_stores_claims_each_row_once_in_order(store_factor
         second.finish_submission(S, "a", "completed")
         assert second.claim_next_submission(S, in_order=True).submission_id == "b"
         assert first.claim_next_submission(S, in_order=True) is None
+
+
+def test_store_submission_answer_stores_the_message_and_finishes_in_one_go(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    store.claim_next_submission(S)
+    store.apply_submission_messages(S, "a")
+    answer = msg("ans", "the answer", role="assistant")
+    assert store.store_submission_answer(S, "a", answer, "completed") is True
+    row = store.get_submission(S, "a")
+    assert row.status == "completed" and row.completed_at is not None and row.answer_message_id == "ans"
+    assert ids(store.list_messages(S)) == ["q", "ans"]
+    # Finished: a second answer is refused and writes nothing.
+    assert store.store_submission_answer(S, "a", msg("again", role="assistant"), "completed") is False
+    assert ids(store.list_messages(S)) == ["q", "ans"]
+    assert store.get_submission(S, "a").answer_message_id == "ans"
+
+
+def test_store_submission_answer_without_a_message_and_its_refusals(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    assert store.store_submission_answer(S, "a", msg("x", role="assistant"), "completed") is False  # pending
+    store.claim_next_submission(S)
+    with pytest.raises(ValueError):
+        store.store_submission_answer(S, "a", None, "running")
+    assert store.store_submission_answer(S, "a", None, "error", "boom") is True
+    row = store.get_submission(S, "a")
+    assert (row.status, row.error, row.answer_message_id) == ("error", "boom", None)
+    assert store.list_messages(S) == []
+    assert store.store_submission_answer(S, "missing", None, "completed") is False
+
+
+def test_only_the_owner_renews_and_answers_a_retaken_submission(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        first.create_submission(S, [msg("q")], submission_id="a")
+        first.claim_next_submission(S)
+        assert second.heartbeat_submission(S, "a") is False  # not the owner
+        assert first.heartbeat_submission(S, "a") is True
+        assert [r.submission_id for r in second.retake_stale_submissions(S)] == ["a"]  # now the second's
+        assert first.heartbeat_submission(S, "a") is False  # the first learns it lost the row
+        assert first.store_submission_answer(S, "a", msg("late", role="assistant"), "completed") is False
+        assert second.store_submission_answer(S, "a", msg("ans", role="assistant"), "completed") is True
+        assert ids(first.list_messages(S)) == ["ans"]

@@ -1,5 +1,9 @@
 """The ``submissions`` table of the SQLite store: accept (idempotent), claim, renew, apply,
-finish, retake expired leases, requeue."""
+store the answer with the completion, finish, retake expired leases, requeue.
+
+The store instance is the owner of the rows it claims or retakes (``owner_id``): renewing a
+lease and storing an answer succeed only for the owner, so a process whose row was retaken
+after its lease expired learns it lost it, and never answers it a second time."""
 
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ from .base import TERMINAL_SUBMISSION_STATUSES, Submission
 
 _SUBMISSION_COLUMNS = (
     "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
-    "messages_applied_at, created_at, started_at, completed_at"
+    "messages_applied_at, created_at, started_at, completed_at, answer_message_id"
 )
 
 
@@ -40,6 +44,7 @@ class SubmissionRows(SQLiteConnection):
             created_at=row["created_at"],
             started_at=row["started_at"],
             completed_at=row["completed_at"],
+            answer_message_id=row["answer_message_id"],
         )
 
     def _select_submission(
@@ -150,24 +155,51 @@ class SubmissionRows(SQLiteConnection):
                 return None
             now = time.time()
             conn.execute(
-                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ? "
+                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ?, owner = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
-                (now, now, session_id, row[0]),
+                (now, now, self.owner_id, session_id, row[0]),
             )
             claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
         return self._submission(claimed) if claimed is not None else None
 
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool:
-        """Renew the lease of a ``running`` submission: recovery in another process leaves a
-        row alone while its heartbeat is fresh. Returns whether the row is still running."""
+        """Renew the lease of a ``running`` submission this store owns: recovery in another
+        process leaves a row alone while its heartbeat is fresh. Returns whether the row is
+        still running and still ours."""
         with self._write() as conn:
             return bool(
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ? "
-                    "WHERE session_id = ? AND submission_id = ? AND status = 'running'",
-                    (time.time(), session_id, submission_id),
+                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ? "
+                    "AND status = 'running' AND owner = ?",
+                    (time.time(), session_id, submission_id, self.owner_id),
                 ).rowcount
             )
+
+    def store_submission_answer(
+        self,
+        session_id: str,
+        submission_id: str,
+        message: UIMessage | None,
+        status: str,
+        error: str | None = None,
+    ) -> bool:
+        """Store the answer of a ``running`` submission this store owns and finish it with
+        ``status``, in one transaction: the message is upserted (when there is one) and the row
+        records it as its answer. Returns ``False``, writing nothing, when the row is not
+        running or not ours any more."""
+        if status not in TERMINAL_SUBMISSION_STATUSES:
+            raise ValueError(f"status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}")
+        now = time.time()
+        with self._write() as conn:
+            changed = conn.execute(
+                "UPDATE submissions SET status = ?, error = ?, completed_at = ?, answer_message_id = ? "
+                "WHERE session_id = ? AND submission_id = ? AND status = 'running' AND owner = ?",
+                (status, error, now, message.id if message is not None else None,
+                 session_id, submission_id, self.owner_id),
+            ).rowcount
+            if changed and message is not None:
+                self._upsert_message(conn, session_id, message, now)
+            return bool(changed)
 
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
@@ -240,8 +272,8 @@ class SubmissionRows(SQLiteConnection):
                 if stale_after is not None and last_seen > now - stale_after:
                     continue
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ?",
-                    (now, session_id, row["submission_id"]),
+                    "UPDATE submissions SET heartbeat_at = ?, owner = ? WHERE session_id = ? AND submission_id = ?",
+                    (now, self.owner_id, session_id, row["submission_id"]),
                 )
                 taken.append(self._submission(row))
         return taken

@@ -3,7 +3,8 @@
 A store keeps, per session: AI-SDK-shaped UI messages in order; compaction overlays (a summary
 standing in for a range of messages in the model-facing history, the originals kept); durable
 submissions (``pending → running → completed | error | aborted | skipped``, an idempotency
-key unique per session, a messages-applied marker and a lease); and a small JSON key/value
+key unique per session, a messages-applied marker, a lease held by one owner — a store
+instance — and the id of the answer stored with the completion); and a small JSON key/value
 state. Every method is synchronous and short; the engine awaits them through
 :class:`~think_core.store.aio.AsyncStore`, off the event loop.
 
@@ -56,6 +57,7 @@ class Submission(BaseModel):
     created_at: float
     started_at: float | None = None
     completed_at: float | None = None
+    answer_message_id: str | None = None  # the answer stored with the completion, if any
 
 
 class Compaction(BaseModel):
@@ -103,6 +105,14 @@ class Store(Protocol):
     ) -> list[Submission]: ...
     def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None: ...
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
+    def store_submission_answer(
+        self,
+        session_id: str,
+        submission_id: str,
+        message: UIMessage | None,
+        status: str,
+        error: str | None = None,
+    ) -> bool: ...
     def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]: ...
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool: ...
     def requeue_submission(self, session_id: str, submission_id: str) -> bool: ...
