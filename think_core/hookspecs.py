@@ -181,9 +181,16 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
     :param ctx: the call's fields (``session``, ``request_id``, ``body``, ``step_number``,
         ``tool_call_id``, ``tool_name``, ``input`` — the model's original input — ``tool``,
         ``messages``) plus ``success``
-        (``False`` only when execution or the decision hook raised), ``output``, ``error``,
-        ``duration_ms`` and ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``).
+        (``False`` only when execution or the decision hook raised, or the call was
+        interrupted), ``output``, ``error``, ``duration_ms``, ``decision`` (``"allow"``,
+        ``"block"`` or ``"substitute"``) and ``interrupted``.
     :returns: ignored.
+
+    In a durable submission's turn resumed after a crash, a call whose result was stored
+    before the crash is reused without firing this hook again. A call that had started without
+    a stored result runs again (and fires as usual) only if its tool is idempotent or
+    read-only; otherwise it is not run, and this hook fires once with ``interrupted=True``,
+    ``success=False`` and the ``error`` the model gets (it may or may not have taken effect).
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
     the other implementations and the turn carry on.

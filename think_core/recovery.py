@@ -68,6 +68,7 @@ class TurnRecovery:
                 builder=builder,
                 history=[],
                 last_input_tokens=self.memory.last_input_tokens,
+                journal=request.journal,
             )
             try:
                 outcome = await self._attempt(turn, request_id, continuation, request.answers)
@@ -78,6 +79,8 @@ class TurnRecovery:
                     compaction = await self.compact_quietly("reactive")
                     if compaction is not None and compaction.shortened:
                         builder.reset()  # the partial of the failed attempt is discarded, never persisted
+                        if request.journal is not None:
+                            await request.journal.reset()
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue

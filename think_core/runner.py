@@ -158,6 +158,10 @@ class TurnRunner:
                     return TurnOutcome("aborted", error_text="aborted"), None
                 raise
         body = handle.body = await self._turn_body(request)
+        if request.journal is not None:
+            replay = await request.journal.load()
+            if replay.message_id is not None:  # resumed after a crash: the same answer, so far
+                builder.restore(replay.message_id, replay.parts)
         builder.start()
         try:
             try:

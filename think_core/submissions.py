@@ -24,6 +24,7 @@ from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_submissions
+from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
 
 if TYPE_CHECKING:
@@ -167,6 +168,7 @@ class SubmissionQueue:
             apply_incoming=apply,
             should_apply=still_running,
             answers=_answered_message_id(row),
+            journal=TurnJournal(db, session_id, sid),
             store_answer=store_answer,
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now

@@ -41,6 +41,12 @@ class AssistantMessageBuilder:
         builder._tool_parts = {p["toolCallId"]: p for p in builder.parts if "toolCallId" in p}
         return builder
 
+    def restore(self, message_id: str, parts: list[dict[str, Any]]) -> None:
+        """Continue the message ``message_id`` from ``parts`` (a durable turn resumed after a crash)."""
+        self.message_id = message_id
+        self.parts = [dict(p) for p in parts]
+        self._tool_parts = {p["toolCallId"]: p for p in self.parts if "toolCallId" in p}
+
     # -- stream framing -------------------------------------------------------------------
     def start(self, metadata: dict[str, Any] | None = None) -> None:
         if self._emit:

@@ -376,3 +376,34 @@ def test_only_the_owner_renews_and_answers_a_retaken_submission(store_factory: S
         assert first.store_submission_answer(S, "a", msg("late", role="assistant"), "completed") is False
         assert second.store_submission_answer(S, "a", msg("ans", role="assistant"), "completed") is True
         assert ids(first.list_messages(S)) == ["ans"]
+
+
+def test_the_journal_of_a_running_submission(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    assert store.journal_submission(S, "a", "streamed", "0", {"x": 1}) is False  # pending: nothing written
+    store.claim_next_submission(S)
+    assert store.journal_submission(S, "a", "streamed", "0", {"parts": [{"type": "text", "text": "é"}]}) is True
+    assert store.journal_submission(S, "a", "tool_started", "c1", {}) is True
+    assert store.journal_submission(S, "a", "tool_finished", "c1", {"output": None, "error": "boom"}) is True
+    entries = store.submission_journal(S, "a")
+    assert [(e.kind, e.key) for e in entries] == [("streamed", "0"), ("tool_started", "c1"), ("tool_finished", "c1")]
+    assert entries[0].data == {"parts": [{"type": "text", "text": "é"}]} and entries[2].data["error"] == "boom"
+    assert entries[0].seq < entries[1].seq < entries[2].seq and entries[0].created_at > 0
+    assert store.submission_journal(S, "other") == [] and store.submission_journal("other", "a") == []
+    assert store.store_submission_answer(S, "a", msg("ans", role="assistant"), "completed") is True
+    assert store.submission_journal(S, "a") == []  # finished: the journal is gone
+    assert store.journal_submission(S, "a", "step", "1", {}) is False
+
+
+def test_finishing_drops_the_journal_and_only_the_owner_writes_it(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        first.create_submission(S, [msg("q")], submission_id="a")
+        first.claim_next_submission(S)
+        assert first.journal_submission(S, "a", "tool_started", "c1", {}) is True
+        assert second.journal_submission(S, "a", "tool_finished", "c1", {}) is False  # not the owner
+        assert [e.kind for e in second.submission_journal(S, "a")] == ["tool_started"]  # anyone reads it
+        second.retake_stale_submissions(S)
+        assert first.journal_submission(S, "a", "tool_finished", "c1", {}) is False  # lost it
+        assert second.journal_submission(S, "a", "tool_finished", "c1", {"output": 1}) is True
+        assert second.finish_submission(S, "a", "aborted", "cancelled") is True
+        assert first.submission_journal(S, "a") == []

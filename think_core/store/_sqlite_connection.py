@@ -15,7 +15,7 @@ from typing import Any
 
 from ..types import UIMessage
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -77,6 +77,20 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: (
         "ALTER TABLE submissions ADD COLUMN owner TEXT",
         "ALTER TABLE submissions ADD COLUMN answer_message_id TEXT",
+    ),
+    # The step journal of a running submission's turn, and its progress marker.
+    3: (
+        "ALTER TABLE submissions ADD COLUMN progress INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE submission_journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+            submission_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX journal_by_submission ON submission_journal (session_id, submission_id, seq)",
     ),
 }
 
