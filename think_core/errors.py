@@ -141,3 +141,13 @@ class UnknownSubmission(ThinkError, KeyError):
 
     def __str__(self) -> str:  # KeyError's own __str__ would quote the message as a repr
         return str(self.args[0])
+
+
+class SubmissionLost(ThinkError):
+    """A durable submission's turn found the submission no longer its own (finished elsewhere,
+    or retaken by another process after its lease expired): it must not go on writing for it."""
+
+    def __init__(self, submission_id: str, session_id: str) -> None:
+        super().__init__(f"submission {submission_id!r} of session {session_id!r} is no longer ours")
+        self.submission_id = submission_id
+        self.session_id = session_id

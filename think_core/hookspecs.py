@@ -181,9 +181,16 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
     :param ctx: the call's fields (``session``, ``request_id``, ``body``, ``step_number``,
         ``tool_call_id``, ``tool_name``, ``input`` — the model's original input — ``tool``,
         ``messages``) plus ``success``
-        (``False`` only when execution or the decision hook raised), ``output``, ``error``,
-        ``duration_ms`` and ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``).
+        (``False`` only when execution or the decision hook raised, or the call was
+        interrupted), ``output``, ``error``, ``duration_ms``, ``decision`` (``"allow"``,
+        ``"block"`` or ``"substitute"``) and ``interrupted``.
     :returns: ignored.
+
+    In a durable submission's turn resumed after a crash, a call whose result was stored
+    before the crash is reused without firing this hook again. A call that had started without
+    a stored result runs again (and fires as usual) only if its tool is idempotent or
+    read-only; otherwise it is not run, and this hook fires once with ``interrupted=True``,
+    ``success=False`` and the ``error`` the model gets (it may or may not have taken effect).
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
     the other implementations and the turn carry on.
@@ -214,6 +221,13 @@ def on_chat_response(result: ChatResponseResult) -> None:
 
     Fires once per turn after the assistant message is persisted **and** the session's turn
     lock is released, so calling ``session.save_messages(...)`` from here chains a new turn.
+
+    For a durable submission (``submit_messages``) the answer and the submission's completion
+    are committed in one transaction *before* this hook runs. A process that dies after that
+    commit — while this hook runs, or before it starts — does not run the turn again, so the
+    hook does not run again either: for submissions it is **at most once** per turn (a crash in
+    that window skips it), never a second answer. It also does not fire for a turn whose
+    submission was retaken by another owner (that owner answers it).
 
     :param result: ``session``, ``request_id``, ``body``, ``message`` (the persisted
         assistant UI message; may have no parts),

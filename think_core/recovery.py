@@ -20,7 +20,7 @@ from .events import Usage
 from .messages import to_model_messages
 from .turn import Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
-from .types import ChatErrorContext, ErrorStage
+from .types import ChatErrorContext, ErrorStage, UIMessage
 from .ui_stream import AssistantMessageBuilder
 
 if TYPE_CHECKING:
@@ -68,9 +68,10 @@ class TurnRecovery:
                 builder=builder,
                 history=[],
                 last_input_tokens=self.memory.last_input_tokens,
+                journal=request.journal,
             )
             try:
-                outcome = await self._attempt(turn, request_id, continuation)
+                outcome = await self._attempt(turn, request_id, continuation, request.answers)
             except TurnFailed as failure:
                 await self._classify(failure, request_id, body)
                 if failure.classification == "context_overflow" and overflow.reactive and attempts < overflow.max_retries:
@@ -78,6 +79,8 @@ class TurnRecovery:
                     compaction = await self.compact_quietly("reactive")
                     if compaction is not None and compaction.shortened:
                         builder.reset()  # the partial of the failed attempt is discarded, never persisted
+                        if request.journal is not None:
+                            await request.journal.reset()
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue
@@ -87,14 +90,14 @@ class TurnRecovery:
             builder.finish()
             return outcome
 
-    async def _attempt(self, turn: Turn, request_id: str, continuation: bool) -> TurnOutcome:
+    async def _attempt(self, turn: Turn, request_id: str, continuation: bool, answers: str | None) -> TurnOutcome:
         db, session_id = self.deps.db, self.session.id
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
             updated = await turn.run_approved_calls(last) if last is not None else None
             if updated is not None:
                 await db.upsert_message(session_id, updated)
-        turn.history = to_model_messages(await db.history(session_id))
+        turn.history = to_model_messages(_up_to(await db.history(session_id), answers))
         try:
             return await turn.run()
         except (TurnFailed, asyncio.CancelledError):
@@ -168,3 +171,14 @@ class TurnRecovery:
         count = counter or estimate_tokens
         if count(await self.deps.db.history(self.session.id)) > threshold:
             await self.compact_quietly("compact_after", counter)
+
+
+def _up_to(history: list[UIMessage], answers: str | None) -> list[UIMessage]:
+    """The history a turn answering message ``answers`` sees: up to that message, inclusive
+    (all of it when the message is not there, e.g. compacted away)."""
+    if answers is None:
+        return history
+    for index, message in enumerate(history):
+        if message.id == answers:
+            return history[: index + 1]
+    return history

@@ -4,6 +4,11 @@ It holds the session's turn lock (FIFO), keeps the registry of active turns that
 ``cancel(request_id)`` works on, persists the turn's input before it runs and its assistant
 message after it — the partial one too, on error or cancel — and fires ``on_chat_response``
 once the lock is released (so a hook may start the next turn of the same session).
+
+A request with ``store_answer`` (a durable submission) stores its answer through it instead:
+the message and the submission's completion are one transaction, and ``on_chat_response``
+fires after that commit — so a crash after it never produces a second answer, and one during
+the hook means the hook does not run again (at most once for that turn).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class ActiveTurn:
     task: asyncio.Task[Any] | None = None
     cancel_requested: bool = False
     body: dict[str, Any] | None = None
+    answer_refused: bool = False  # the store would not take the answer: the turn is not ours any more
 
 
 class TurnRunner:
@@ -129,6 +135,9 @@ class TurnRunner:
             output=outcome.output,
             usage=outcome.usage,
         )
+        if handle.answer_refused:
+            logger.warning("turn %s lost its submission to another owner; its answer was dropped", request_id)
+            return TurnResult(**fields)
         try:
             await self.hooks.on_chat_response(ChatResponseResult(session=self.session, body=handle.body, **fields))
         except asyncio.CancelledError:
@@ -149,6 +158,10 @@ class TurnRunner:
                     return TurnOutcome("aborted", error_text="aborted"), None
                 raise
         body = handle.body = await self._turn_body(request)
+        if request.journal is not None:
+            replay = await request.journal.load()
+            if replay.message_id is not None:  # resumed after a crash: the same answer, so far
+                builder.restore(replay.message_id, replay.parts)
         builder.start()
         try:
             try:
@@ -159,16 +172,17 @@ class TurnRunner:
                 failure = TurnFailed(exc, "persist")
                 return await self.recovery.fail(failure, request_id, builder, persisted=False, body=body), None
             outcome = await self.recovery.run_with_overflow_recovery(request, request_id, body, builder)
-            message = await self._persist(builder)
+            message = await self._persist(request, handle, builder, outcome)
             # A cancel arriving now (the answer is already persisted) ends here as well.
             await self.recovery.compact_between_turns()
         except asyncio.CancelledError:
+            aborted = TurnOutcome("aborted", error_text="aborted")
             if not builder.persisted:
                 builder.abort()
                 # Shielded: a second cancellation must not lose the partial answer.
-                await asyncio.shield(self._persist(builder))
+                await asyncio.shield(self._persist(request, handle, builder, aborted))
             if _absorb_cancel(handle):
-                return TurnOutcome("aborted", error_text="aborted"), builder.persisted
+                return aborted, builder.persisted
             raise
         return outcome, message
 
@@ -194,11 +208,16 @@ class TurnRunner:
         if request.apply_incoming is not None:
             await request.apply_incoming()
 
-    async def _persist(self, builder: AssistantMessageBuilder) -> UIMessage | None:
-        if not builder.has_content():
-            return None
-        message = builder.message()
-        await self.db.upsert_message(self.session.id, message)
+    async def _persist(
+        self, request: TurnRequest, handle: ActiveTurn, builder: AssistantMessageBuilder, outcome: TurnOutcome
+    ) -> UIMessage | None:
+        message = builder.message() if builder.has_content() else None
+        if request.store_answer is not None:
+            if not await request.store_answer(message, outcome):
+                handle.answer_refused = True
+                return None
+        elif message is not None:
+            await self.db.upsert_message(self.session.id, message)
         builder.persisted = message
         return message
 

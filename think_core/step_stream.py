@@ -9,7 +9,7 @@ events themselves carry, and ``on_chunk`` contexts are built only when someone o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import aclosing
 from typing import Any
 
@@ -137,6 +137,10 @@ class CallIds:
             candidate = f"{raw}_{n}"
         self._used.add(candidate)
         return candidate
+
+    def reserve(self, ids: Iterable[str]) -> None:
+        """Ids the turn already used (steps replayed from its journal)."""
+        self._used.update(ids)
 
     def started(self, event: ToolInputStart) -> ToolInputStart:
         assigned = self._fresh(event.tool_call_id)

@@ -1,6 +1,10 @@
 """Durable submissions: ``submit_messages`` accepts into the store, a per-session drain runs
-them FIFO through the normal turn, and interrupted ones are recovered when a process opens
-the session again.
+them through the normal turn, one after the other in acceptance order, and interrupted ones are
+recovered when a process opens the session again.
+
+The order is strict, across processes too: a submission whose owner died (or whose lease
+expired) blocks the later ones of its session until it has been retaken and finished, so each
+turn runs on the history its own message ends.
 
 The queue knows nothing of sessions: it is given the session id, the store, the lease, and the
 two callables it needs — run a turn, cancel a turn."""
@@ -20,13 +24,22 @@ from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_submissions
-from .turn_request import TurnRequest
+from .turn_journal import TurnJournal
+from .turn_request import TurnOutcome, TurnRequest
 
 if TYPE_CHECKING:
     from .store import AsyncStore
-    from .types import TurnResult
+    from .types import TurnResult, UIMessage
 
 logger = logging.getLogger("think.submissions")
+
+_UNFINISHED = ("pending", "running")
+
+
+def _answered_message_id(row: Submission) -> str | None:
+    """The message a submission's turn answers: its last user message (else its last one)."""
+    users = [m.id for m in row.messages if m.role == "user"]
+    return users[-1] if users else (row.messages[-1].id if row.messages else None)
 
 
 class SubmitResult(Submission):
@@ -56,14 +69,13 @@ class SubmissionQueue:
         self._run_turn = run_turn
         self._cancel = cancel
         self._drain_task: asyncio.Task | None = None
-        self._recovery: list[Submission] = []
         self._changed = asyncio.Event()
 
     async def recover(self) -> None:
-        """Called once when the session opens in this process. Rows another live process is
-        running (fresh heartbeat) are left alone; rows whose lease expired are recovered."""
-        self._recovery = await self.db.run(recover_submissions, self.session_id, stale_after=self.lease)
-        if self._recovery or await self.db.list_submissions(self.session_id, status="pending", limit=1):
+        """Called once when the session opens in this process: drain if anything is unfinished.
+        Rows another live process is running (fresh heartbeat) are left to it; rows whose lease
+        expired are retaken by the drain."""
+        if await self.db.list_submissions(self.session_id, status=_UNFINISHED, limit=1):
             self.kick()
 
     async def submit(
@@ -107,13 +119,26 @@ class SubmissionQueue:
             )
 
     async def _drain(self) -> None:
-        while self._recovery:
-            await self._run(self._recovery.pop(0), recovering=True)
+        """Until nothing of the session is unfinished: retake what an expired owner left, then
+        claim the next submission in order. While an earlier one runs elsewhere (or waits for
+        its dead owner's lease to expire), poll three times per lease."""
+        session_id = self.session_id
         while True:
-            row = await self.db.claim_next_submission(self.session_id)
-            if row is None:
+            recovered = await self.db.run(recover_submissions, session_id, stale_after=self.lease)
+            for row in recovered:
+                await self._run(row, recovering=True)
+            row = await self.db.claim_next_submission(session_id, in_order=True)
+            if row is not None:
+                await self._run(row, recovering=False)
+                continue
+            if recovered:
+                continue
+            if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                 return
-            await self._run(row, recovering=False)
+            try:
+                await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+            except TimeoutError:
+                pass
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
@@ -126,28 +151,44 @@ class SubmissionQueue:
             current = await db.get_submission(session_id, sid)
             return current is not None and current.status == "running"
 
+        answered = False
+
+        async def store_answer(message: UIMessage | None, outcome: TurnOutcome) -> bool:
+            nonlocal answered
+            answered = True  # stored, or refused because the row is not ours: never finish it here
+            stored: bool = await db.store_submission_answer(
+                session_id, sid, message, outcome.status, error=outcome.error_text
+            )
+            return stored
+
         request = TurnRequest(
             "submit",
             None,
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
+            answers=_answered_message_id(row),
+            journal=TurnJournal(db, session_id, sid),
+            store_answer=store_answer,
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
         lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))
         lease.start()
         try:
             result = await self._run_turn(request)
+            # A turn that stored its answer finished the row with it (or learnt it is not ours):
+            # the rest ended without storing one (skipped, or failed before running).
+            if not answered:
+                status, error = (result.status, result.error) if result.status != "skipped" else (
+                    "aborted", "cancelled before it ran"
+                )
+                await db.finish_submission(session_id, sid, status, error=error)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
-            await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
-        else:
-            if result.status == "skipped":
-                await db.finish_submission(session_id, sid, "aborted", error="cancelled before it ran")
-            else:
-                await db.finish_submission(session_id, sid, result.status, error=result.error)
+            if not answered:
+                await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         finally:
             lease.stop()
         self._notify()

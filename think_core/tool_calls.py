@@ -4,6 +4,12 @@
 Calls of one step run concurrently. Whatever goes wrong with a call — an unknown tool,
 arguments that are not JSON or do not validate, a raising decision hook or tool — becomes an
 error result for the model, never a failed turn.
+
+In a durable turn (a ``TurnJournal``), a call is journaled as started before it runs and its
+result as soon as it is known, so each side effect happens at most once: on recovery a stored
+result is reused, and a call that started without one runs again only if its tool is
+idempotent or read-only — otherwise the model (and ``after_tool_call``) gets an error result
+saying it was interrupted.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from .errors import HookTimeout
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
 from .tools import Tool, ToolInputError
+from .turn_journal import INTERRUPTED_CALL, TurnJournal
 from .types import (
     ChunkContext,
     SessionView,
@@ -57,6 +64,7 @@ class ToolCallRunner:
     :param approved: ids of ``needs_approval`` calls a human approved (they run; others wait).
     :param invalid_inputs: raw arguments of calls whose input was not a JSON object, by call id.
     :param body: the turn's body, handed to the hooks on every context.
+    :param journal: the step journal of a durable turn (``None`` for other turns).
     """
 
     def __init__(
@@ -69,7 +77,9 @@ class ToolCallRunner:
         approved: frozenset[str] = frozenset(),
         invalid_inputs: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
+        journal: TurnJournal | None = None,
     ) -> None:
+        self.journal = journal
         self.session = session
         self.request_id = request_id
         self.hooks = hooks
@@ -93,6 +103,10 @@ class ToolCallRunner:
         model_input = call.input
         started = time.perf_counter()
         decision: ToolDecisionAction = "allow"
+        if self.journal is not None:
+            replayed = await self._from_journal(self.journal, step_number, call, tool, messages, started)
+            if replayed is not None:
+                return replayed
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
             return await self._finish(
@@ -148,6 +162,8 @@ class ToolCallRunner:
                 step_number, call, tool, messages, started, "substitute", output=verdict.output
             )
         run_input = verdict.input if verdict is not None and verdict.input is not None else validated
+        if self.journal is not None:
+            await self.journal.tool_started(call.id)
         try:
             output = await self._execute(step_number, tool, call, run_input)
         except asyncio.CancelledError:
@@ -155,6 +171,35 @@ class ToolCallRunner:
         except Exception as exc:
             return await self._finish(step_number, call, tool, messages, started, decision, error=_describe(exc))
         return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+
+    async def _from_journal(
+        self,
+        journal: TurnJournal,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: Tool | None,
+        messages: list[ModelMessage],
+        started: float,
+    ) -> ToolOutcome | None:
+        """The outcome of a call an earlier owner of the turn already settled or started; ``None``
+        for a call to run now (never started, or started and safe to repeat)."""
+        stored = journal.replay.results.get(call.id)
+        if stored is not None:  # reused as it is: no hook runs again for it
+            output, error = stored.get("output"), stored.get("error")
+            if error is None:
+                self.builder.tool_output(call.id, output)
+            else:
+                self.builder.tool_error(call.id, error)
+            return ToolOutcome(call, output=output, error=error)
+        if call.id not in journal.replay.started:
+            return None
+        if tool is not None and (tool.annotations.idempotent or tool.annotations.read_only):
+            logger.info("tool call %s of %s was interrupted; running it again (idempotent)", call.id, call.name)
+            return None
+        logger.warning("tool call %s of %s was interrupted and is not run again", call.id, call.name)
+        return await self._finish(
+            step_number, call, tool, messages, started, "allow", error=INTERRUPTED_CALL, interrupted=True
+        )
 
     async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
         function = tool.function
@@ -194,6 +239,7 @@ class ToolCallRunner:
         *,
         output: Any = None,
         error: str | None = None,
+        interrupted: bool = False,
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
@@ -201,6 +247,8 @@ class ToolCallRunner:
             self.builder.tool_output(call.id, output)
         else:
             self.builder.tool_error(call.id, error)
+        if self.journal is not None:
+            await self.journal.tool_finished(call.id, output, error)
         await self.hooks.after_tool_call(
             ToolCallResultContext(
                 session=self.session,
@@ -217,6 +265,7 @@ class ToolCallRunner:
                 error=error,
                 duration_ms=duration_ms,
                 decision=decision,
+                interrupted=interrupted,
             )
         )
         if self.hooks.chunk_observers:

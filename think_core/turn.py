@@ -9,6 +9,10 @@ The order of a turn: ``before_turn`` (apply its ``TurnConfig``), then for each s
 proactive overflow guard, ``before_step`` (apply its ``StepConfig``), the streamed model step
 with ``on_chunk`` per event, the step's tool calls, ``on_step_finish``; the loop stops when a
 step calls no tool, ``max_steps`` is reached, or a client tool / approval is pending.
+
+A durable turn (given a :class:`~think_core.turn_journal.TurnJournal`) journals each step's
+model output before its tools run and each finished step before ``on_step_finish``; resumed
+after a crash, it replays the finished steps and carries on with the interrupted one.
 """
 
 from __future__ import annotations
@@ -31,7 +35,6 @@ from .models.base import (
     ToolCallRequest,
     ToolMessage,
     ToolSpec,
-    UserMessage,
 )
 from .models.retry import is_retryable
 from .policy import ContextOverflowConfig, RetryConfig, step_retry_delay
@@ -39,6 +42,8 @@ from .step_stream import CallIds, StepStreamError, stream_step
 from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
+from .turn_journal import TurnJournal
+from .turn_plan import TurnPlan, checked_tools, compaction_data, with_continue_checkpoint
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import (
     ChatErrorContext,
@@ -78,21 +83,6 @@ class TurnDeps:
     compactor: Compactor
 
 
-@dataclass
-class _TurnPlan:
-    """The turn's settings after ``before_turn``: what every step starts from."""
-
-    model: Any
-    system: str
-    tools: dict[str, Tool]
-    active_tools: list[str] | None
-    tool_choice: Any
-    max_steps: int
-    output: Any
-    output_spec: OutputSpec | None
-    settings: CallSettings
-
-
 class Turn:
     """Runs the steps of one turn. Created and driven by the runner under the turn lock.
 
@@ -112,8 +102,10 @@ class Turn:
         builder: AssistantMessageBuilder,
         history: list[ModelMessage],
         last_input_tokens: int = 0,
+        journal: TurnJournal | None = None,
     ) -> None:
         self.deps = deps
+        self.journal = journal
         self.session = session
         self.hooks = deps.hooks
         self.request_id = request_id
@@ -133,7 +125,7 @@ class Turn:
         self.messages_from_hook = False
         self.proactive_attempts = 0
         self.tool_runner = ToolCallRunner(
-            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body
+            session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body, journal=journal
         )
 
     # ------------------------------------------------------------------------------------
@@ -164,10 +156,20 @@ class Turn:
 
     async def run(self) -> TurnOutcome:
         plan = await self._apply_turn_config(await self._before_turn())
-        for step_number in range(plan.max_steps):
+        first = self._replay_steps()
+        last = self.steps[-1] if self.steps else None
+        if last is not None and {c.id for c in last.tool_calls} - {r.tool_call_id for r in last.tool_results}:
+            return TurnOutcome("completed", usage=self.usage)  # it had ended waiting for a client / approval
+        if last is not None and not last.tool_calls:
+            first = plan.max_steps  # it had ended with its answer
+        for step_number in range(first, plan.max_steps):
             await self._proactive_guard()
             step_model, request, step_tools = await self._step_request(step_number, plan)
-            step = await self._stream_step_with_retry(step_number, step_model, request)
+            step = self._journaled_step(step_number)
+            if step is None:
+                step = await self._stream_step_with_retry(step_number, step_model, request)
+                if self.journal is not None and step.tool_calls:
+                    await self.journal.step_streamed(step, self.builder.message())
             calls = step.tool_calls
             outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, request.messages) if calls else []
             await self._record_step(step, outcomes)
@@ -210,22 +212,22 @@ class Turn:
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
 
-    async def _apply_turn_config(self, config: TurnConfig) -> _TurnPlan:
+    async def _apply_turn_config(self, config: TurnConfig) -> TurnPlan:
         deps = self.deps
         try:
             model = deps.resolve_model(config.model) if config.model is not None else deps.model
-            extra_tools = _checked_tools(config.tools)
+            extra_tools = checked_tools(config.tools)
         except Exception as exc:  # a bad TurnConfig fails the turn, like a raising hook
             raise TurnFailed(exc, "turn") from exc
         if model is None:
             raise TurnFailed(RuntimeError("no model configured: pass Think(model=...)"), "turn")
         self.messages_from_hook = config.messages is not None
-        self.base_messages = _with_continue_checkpoint(
+        self.base_messages = with_continue_checkpoint(
             list(config.messages) if config.messages is not None else list(self.history)
         )
         if config.send_reasoning is not None:
             self.builder.send_reasoning = config.send_reasoning
-        return _TurnPlan(
+        return TurnPlan(
             model=model,
             system=config.system if config.system is not None else deps.system,
             tools={**self._tools, **extra_tools},
@@ -237,7 +239,7 @@ class Turn:
             settings=config.call_settings(CallSettings()),
         )
 
-    async def _step_request(self, step_number: int, plan: _TurnPlan) -> tuple[Any, ModelRequest, dict[str, Tool]]:
+    async def _step_request(self, step_number: int, plan: TurnPlan) -> tuple[Any, ModelRequest, dict[str, Tool]]:
         """``before_step``, then the model request of this step with its ``StepConfig`` applied."""
         messages = self.base_messages + self.step_messages
         step_ctx = StepContext(
@@ -267,30 +269,61 @@ class Turn:
         return model, request, tools
 
     async def _record_step(self, step: StepResult, outcomes: list[ToolOutcome]) -> None:
-        """Add the finished step to the turn's record and the next step's messages, then
-        ``on_step_finish``."""
-        settled = [o for o in outcomes if not o.pending]
+        """Add the finished step to the turn's record and the next step's messages, journal it,
+        then ``on_step_finish``."""
         step.tool_results = [
             StepToolResult(tool_call_id=o.call.id, tool_name=o.call.name, output=o.output, error=o.error)
-            for o in settled
+            for o in outcomes
+            if not o.pending
         ]
         self.builder.finish_step()
+        self._remember_step(step)
+        if self.journal is not None:
+            await self.journal.step_finished(step, self.builder.message())
+        await self.hooks.on_step_finish(step)
+
+    def _remember_step(self, step: StepResult) -> None:
+        settled = {r.tool_call_id for r in step.tool_results}
         self.steps.append(step)
         self.usage = self.usage + step.usage
         self.step_messages.append(
-            AssistantMessage(text=step.text, reasoning=step.reasoning_text, tool_calls=[o.call for o in settled])
+            AssistantMessage(
+                text=step.text, reasoning=step.reasoning_text, tool_calls=[c for c in step.tool_calls if c.id in settled]
+            )
         )
         self.step_messages.extend(
             ToolMessage(
-                tool_call_id=o.call.id,
-                tool_name=o.call.name,
-                output=o.error if o.error is not None else o.output,
-                is_error=o.error is not None,
+                tool_call_id=r.tool_call_id,
+                tool_name=r.tool_name,
+                output=r.error if r.error is not None else r.output,
+                is_error=r.error is not None,
             )
-            for o in settled
+            for r in step.tool_results
         )
         self.last_input_tokens = step.usage.input_tokens or step.usage.total_tokens
-        await self.hooks.on_step_finish(step)
+
+    # -- resuming from the journal ---------------------------------------------------------
+    def _stored_step(self, data: dict[str, Any]) -> StepResult:
+        return StepResult(session=self.session, request_id=self.request_id, body=self.body, **data)
+
+    def _replay_steps(self) -> int:
+        """Take the steps an earlier owner of this durable turn finished as done; returns how many."""
+        if self.journal is None:
+            return 0
+        for data in self.journal.replay.steps:
+            step = self._stored_step(data)
+            self.call_ids.reserve(c.id for c in step.tool_calls)
+            self._remember_step(step)
+        return len(self.journal.replay.steps)
+
+    def _journaled_step(self, step_number: int) -> StepResult | None:
+        """The model output of this step, if an earlier owner stored it before running its tools."""
+        data = self.journal.replay.streamed.get(step_number) if self.journal is not None else None
+        if data is None:
+            return None
+        step = self._stored_step(data)
+        self.call_ids.reserve(c.id for c in step.tool_calls)
+        return step
 
     # ------------------------------------------------------------------------------------
     async def _proactive_guard(self) -> None:
@@ -312,7 +345,7 @@ class Turn:
         self.builder.data("think-compaction", compaction_data(result))
         self.last_input_tokens = 0
         if not self.messages_from_hook:
-            self.base_messages = _with_continue_checkpoint(to_model_messages(await self.deps.db.history(self.session.id)))
+            self.base_messages = with_continue_checkpoint(to_model_messages(await self.deps.db.history(self.session.id)))
 
     async def _stream_step_with_retry(self, step_number: int, model: Any, request: ModelRequest) -> StepResult:
         """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
@@ -361,34 +394,3 @@ class Turn:
                 self.builder.finish_step()
                 self.builder.data("think-retry", {"attempt": attempt, "classification": failure.classification, "delay": delay})
                 await asyncio.sleep(delay)
-
-
-
-_CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
-
-
-def _checked_tools(extra: list[Any] | None) -> dict[str, Tool]:
-    tools: dict[str, Tool] = {}
-    for item in extra or ():
-        if not isinstance(item, Tool):
-            raise TypeError(f"TurnConfig.tools must hold Tool objects (use @tool), got {item!r}")
-        tools[item.name] = item
-    return tools
-
-
-def _with_continue_checkpoint(messages: list[ModelMessage]) -> list[ModelMessage]:
-    """A request must not end with the assistant's message (providers reject prefill): ask the
-    model to continue instead. The checkpoint is never persisted."""
-    if messages and messages[-1].role == "assistant":
-        return [*messages, UserMessage(content=_CONTINUE_CHECKPOINT)]
-    return messages
-
-
-def compaction_data(result: CompactionResult) -> dict[str, Any]:
-    """The ``data-think-compaction`` chunk's payload."""
-    return {
-        "reason": result.reason,
-        "messages": result.compacted_messages,
-        "tokensBefore": result.tokens_before,
-        "tokensAfter": result.tokens_after,
-    }

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
-from .types import ErrorClassification, ErrorStage, Trigger
+from .turn_journal import TurnJournal
+from .types import ErrorClassification, ErrorStage, Trigger, UIMessage
 from .ui_stream import Emit
 
 __all__ = ["TurnFailed", "TurnOutcome", "TurnRequest"]
@@ -28,6 +29,13 @@ class TurnRequest:
     :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
     :param should_apply: awaited under the lock before anything else; ``False`` skips the turn.
         It may prepare the turn and rewrite this request (a chat client's transcript does).
+    :param answers: the id of the message this turn answers (a durable submission's user
+        message): the model sees the history up to that message, never a later one.
+    :param journal: the step journal of a durable turn: what it does is journaled as it
+        happens, and a turn interrupted by a crash resumes from it.
+    :param store_answer: stores the turn's answer (``None`` when it has no parts) with its
+        outcome, in place of a plain upsert (a durable submission: answer and completion in one
+        transaction); ``False`` when the store refused it (the submission is not ours any more).
     """
 
     trigger: Trigger
@@ -38,6 +46,9 @@ class TurnRequest:
     request_id: str | None = None
     apply_incoming: Callable[[], Awaitable[Any]] | None = None
     should_apply: Callable[[], Awaitable[bool]] | None = None
+    answers: str | None = None
+    journal: TurnJournal | None = None
+    store_answer: Callable[[UIMessage | None, TurnOutcome], Awaitable[bool]] | None = None
 
 
 class TurnFailed(Exception):

@@ -278,7 +278,9 @@ def substitute(output: Any) -> ToolCallDecision:
 
 class ToolCallResultContext(_Context):
     """Argument of ``after_tool_call``. ``input`` is the model's original input; ``success`` is
-    ``False`` only when execution (or the decision hook) raised."""
+    ``False`` only when execution (or the decision hook) raised, or the call was
+    ``interrupted``: a durable turn's call that started in a process that then died, of a tool
+    that is neither idempotent nor read-only, so it was not run again (``error`` says so)."""
 
     step_number: int
     tool_call_id: str
@@ -291,6 +293,7 @@ class ToolCallResultContext(_Context):
     error: str | None = None
     duration_ms: float = 0.0
     decision: ToolDecisionAction = "allow"
+    interrupted: bool = False
 
 
 class ChatResponseResult(_Context):

@@ -14,6 +14,8 @@ from .types import UIMessage
 
 Emit = Callable[[dict[str, Any]], None] | None
 
+CANCELLED_CALL = "The tool call was cancelled before its result was recorded; it may or may not have taken effect."
+
 
 class AssistantMessageBuilder:
     """Accumulates parts of one assistant message; emits UI chunks through ``emit`` if given."""
@@ -38,6 +40,12 @@ class AssistantMessageBuilder:
         builder.parts = [dict(p) for p in message.parts]
         builder._tool_parts = {p["toolCallId"]: p for p in builder.parts if "toolCallId" in p}
         return builder
+
+    def restore(self, message_id: str, parts: list[dict[str, Any]]) -> None:
+        """Continue the message ``message_id`` from ``parts`` (a durable turn resumed after a crash)."""
+        self.message_id = message_id
+        self.parts = [dict(p) for p in parts]
+        self._tool_parts = {p["toolCallId"]: p for p in self.parts if "toolCallId" in p}
 
     # -- stream framing -------------------------------------------------------------------
     def start(self, metadata: dict[str, Any] | None = None) -> None:
@@ -83,7 +91,14 @@ class AssistantMessageBuilder:
         self._tool_parts = {}
 
     def abort(self) -> None:
+        """The turn was cancelled. Its partial message is persisted, so a tool call it cut off
+        (streamed, or running) gets an error result instead of looking like one still waiting;
+        a call whose input was still streaming is dropped (it never was a call)."""
         self._close_block()
+        self.drop_unfinished_tool_inputs()
+        for call_id, part in self._tool_parts.items():
+            if part.get("state") == "input-available":
+                self.tool_error(call_id, CANCELLED_CALL)
         if self._emit:
             self._emit({"type": "abort"})
 

@@ -230,6 +230,8 @@ class OTelTracing:
             self._open_tool(turn, ctx.tool_call_id, ctx.tool_name, ctx.step_number, ctx.tool, ctx.input, started)
         span = turn.tools.pop(ctx.tool_call_id)
         span.set_attribute("think.tool.decision", ctx.decision)
+        if ctx.interrupted:  # started by a process that died; not run again
+            span.set_attribute("think.tool.interrupted", True)
         if self._capturing(span):
             span.set_attribute("gen_ai.tool.call.result", self._json(ctx.output if ctx.success else ctx.error))
         if not ctx.success:

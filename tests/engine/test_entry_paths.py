@@ -322,16 +322,18 @@ async def test_a_live_process_keeps_its_running_submission(tmp_path):
     """A second agent opening the same session must not run a submission another live agent is
     running (its heartbeat is fresh); it recovers it only once the lease expired."""
     db = str(tmp_path / "shared.db")
-    slow = ScriptedModel([Step(text=" ".join(["working"] * 40))], delay=0.02)
-    owner = Think(slow, store=db, load_entrypoints=False, submission_lease=0.3)
+    # Leases in seconds: the other agent now keeps polling while the owner runs, and a busy
+    # machine must not delay the owner's heartbeat past the lease.
+    slow = ScriptedModel([Step(text=" ".join(["working"] * 200))], delay=0.02)
+    owner = Think(slow, store=db, load_entrypoints=False, submission_lease=2.0)
     owner_session = owner.session("s")
     accepted = await owner_session.submit_messages("long job")
     while (await owner_session.inspect_submission(accepted.submission_id)).status != "running":
         await asyncio.sleep(0.01)
 
     other_model = ScriptedModel(["should not run"])
-    other = Think(other_model, store=db, load_entrypoints=False, submission_lease=0.3)
-    await asyncio.sleep(0.4)  # longer than the lease: only the heartbeat keeps it claimed
+    other = Think(other_model, store=db, load_entrypoints=False, submission_lease=2.0)
+    await asyncio.sleep(2.2)  # longer than the lease: only the heartbeat keeps it claimed
     await other.session("s").open()
     done = await owner_session.wait_for_submission(accepted.submission_id, timeout=10)
     assert done.status == "completed"

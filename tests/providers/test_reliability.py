@@ -9,9 +9,16 @@ the tools count their executions per tool-call id, which the server puts in the 
 some turns are cancelled mid-stream. Turns run through ``Think`` with ``OpenAIChatModel``
 (fast retry policy) over a SQLite file store, sessions concurrently (``asyncio.gather``).
 
+Every third session sends its messages as durable submissions (``submit_messages``, all of a
+session's messages accepted at once, drained FIFO) instead of ``chat``.
+
 Invariants: every turn ends ``completed``, ``error`` or ``aborted``; each session's stored user
-messages are exactly the ones sent, in order; no tool call id runs twice; no asyncio task and
-no connection outlives the run. One summary line is printed (visible under ``-q``).
+messages are exactly the ones sent, in order; what answers each of them means what it should:
+a completed turn has exactly one assistant message, whose final text is the provider's answer
+to *that* user message ("Answer to <its text>, step <tool results>") and equals the turn's
+result, an error or aborted turn at most one; every tool call in a stored message has its
+result; no tool call id runs twice; no asyncio task and no connection outlives the run. One
+summary line is printed (visible under ``-q``).
 
 Size: ``THINK_RELIABILITY_TURNS`` (default 300) for the quick test that CI runs; the test marked
 ``slow`` runs ``THINK_RELIABILITY_LONG_TURNS`` (default 1500). ``THINK_RELIABILITY_SEED`` picks
@@ -105,9 +112,12 @@ class FaultyProvider:
         plan = self._plan(turn_key, step, attempt, rng)
         return self._reply(plan, fault, rng)
 
+    def wants_tools(self, turn_key: str) -> bool:
+        """Whether the turn for this user message starts with tool calls (fixed per message)."""
+        return random.Random(f"{self.seed}:{turn_key}:tools").random() < TOOL_SHARE
+
     def _plan(self, turn_key: str, step: int, attempt: int, rng: random.Random) -> Plan:
-        wants_tools = random.Random(f"{self.seed}:{turn_key}:tools").random() < TOOL_SHARE
-        if step == 0 and wants_tools:
+        if step == 0 and self.wants_tools(turn_key):
             calls = []
             content: list[dict[str, Any]] = []
             for index in range(rng.choice((1, 1, 2))):
@@ -122,7 +132,7 @@ class FaultyProvider:
                     content.append(_chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
                 calls.append(call_id)
             return Plan(content, "tool_calls", calls)
-        text = f"Answer to {turn_key}, step {step}."
+        text = expected_answer(turn_key, step)
         return Plan([_chunk({"content": p}) for p in _split(text, rng, rng.randint(2, 6))], "stop")
 
     def _reply(self, plan: Plan, fault: str, rng: random.Random) -> Reply:
@@ -153,6 +163,11 @@ class FaultyProvider:
         assert fault == "stream_error"
         error = {"error": {"message": "stream failed", "type": "server_error", "param": None, "code": None}}
         return Reply.sse(sse_body(*before, error, done=True))
+
+
+def expected_answer(turn_key: str, tool_results: int) -> str:
+    """The provider's final answer to the user message ``turn_key`` after that many tool results."""
+    return f"Answer to {turn_key}, step {tool_results}."
 
 
 class CountingServer(LoopbackServer):
@@ -215,6 +230,10 @@ class Report:
     lost: int = 0
     duplicated: int = 0
     double_executions: int = 0
+    answered_twice: int = 0
+    unanswered: int = 0
+    wrong_answers: int = 0
+    calls_without_result: int = 0
     tool_executions: int = 0
     problems: list[str] = field(default_factory=list)  # invariant violations, asserted by check()
 
@@ -224,14 +243,76 @@ class Report:
             f"reliability: turns={self.turns} completed={self.statuses['completed']} "
             f"error={self.statuses['error']} aborted={self.statuses['aborted']} retries={self.retries} "
             f"tool_executions={self.tool_executions} faults={{{faults}}} lost={self.lost} "
-            f"duplicated={self.duplicated} double_executions={self.double_executions}"
+            f"duplicated={self.duplicated} double_executions={self.double_executions} "
+            f"answered_twice={self.answered_twice} unanswered={self.unanswered} "
+            f"wrong_answers={self.wrong_answers} calls_without_result={self.calls_without_result}"
         )
 
 
+@dataclass
+class Outcome:
+    """How the turn for one sent message ended, as its entry point reported it."""
+
+    status: str
+    text: str | None = None  # the TurnResult's text (chat); None for a durable submission
+
+
+SETTLED_TOOL_STATES = ("output-available", "output-error", "output-denied")
+
+
+def audit_answers(
+    session_id: str, messages: list[Any], outcomes: list[Outcome], wants_tools: Any, report: Report
+) -> None:
+    """What answers each user message: one assistant message per completed turn, saying what the
+    provider says to *that* message; at most one for a failed or aborted turn; every tool call
+    in a stored message settled."""
+    answers: list[list[Any]] = []
+    for message in messages:
+        if message.role == "user":
+            answers.append([])
+        elif not answers:
+            report.problems.append(f"{session_id}: {message.id} answers no user message")
+        else:
+            answers[-1].append(message)
+    user_texts = [m.text for m in messages if m.role == "user"]
+    for text, replies, outcome in zip(user_texts, answers, outcomes, strict=False):
+        for reply in replies:
+            unsettled = [p["toolCallId"] for p in reply.parts
+                         if p.get("type", "").startswith("tool-") and p.get("state") not in SETTLED_TOOL_STATES]
+            report.calls_without_result += len(unsettled)
+            if unsettled:
+                report.problems.append(f"{session_id}/{text}: tool calls without a result {unsettled} ({outcome.status}) {reply.parts}")
+        if len(replies) > 1:
+            report.answered_twice += 1
+            report.problems.append(f"{session_id}/{text}: {len(replies)} answers ({outcome.status})")
+        if outcome.status != "completed":
+            continue
+        if not replies:
+            report.unanswered += 1
+            report.problems.append(f"{session_id}/{text}: completed without a stored answer")
+            continue
+        reply = replies[-1]
+        tool_parts = [p for p in reply.parts if p.get("type", "").startswith("tool-")]
+        texts = [p["text"] for p in reply.parts if p.get("type") == "text"]
+        expected = expected_answer(text, len(tool_parts))
+        meant = bool(tool_parts) == wants_tools(text) and texts and texts[-1] == expected
+        if not meant or (outcome.text is not None and outcome.text != reply.text):
+            report.wrong_answers += 1
+            report.problems.append(
+                f"{session_id}/{text}: answer {texts} (result {outcome.text!r}), expected {expected!r}"
+            )
+
+
 async def audit_store(
-    db: Path, sent: dict[str, list[str]], executions: Counter[str], issued_calls: Any, report: Report
+    db: Path,
+    sent: dict[str, list[str]],
+    outcomes: dict[str, list[Outcome]],
+    executions: Counter[str],
+    provider: FaultyProvider,
+    report: Report,
 ) -> None:
     """What the store holds, read back through a fresh agent (a new connection to the file)."""
+    issued_calls = provider.issued_calls
     reader = Think(store=str(db), load_entrypoints=False)
     try:
         for session_id, texts in sent.items():
@@ -241,6 +322,8 @@ async def audit_store(
             report.duplicated += len(stored) - len(set(stored)) + sum(1 for t in stored if t not in texts)
             if stored != texts:
                 report.problems.append(f"{session_id}: stored user messages {stored} != sent {texts}")
+            else:
+                audit_answers(session_id, messages, outcomes[session_id], provider.wants_tools, report)
             for message in messages:
                 for part in message.parts:
                     call_id = part.get("toolCallId")
@@ -267,6 +350,73 @@ async def report_leaked_tasks(baseline: set[asyncio.Task[Any]], report: Report) 
         report.problems.append(f"tasks outlived the run: {leaked}")
 
 
+class SessionDriver:
+    """Sends one session's messages (``chat`` or durable submissions), cancelling some of the
+    turns once they stream, and records what was sent and how each turn ended."""
+
+    def __init__(self, seed: int, streamed: StreamedRequests) -> None:
+        self.seed = seed
+        self.streamed = streamed
+        self.sent: dict[str, list[str]] = {}
+        self.outcomes: dict[str, list[Outcome]] = {}
+        self.statuses: Counter[str] = Counter()
+
+    def _begin(self, session: Any) -> random.Random:
+        self.sent[session.id] = []
+        self.outcomes[session.id] = []
+        return random.Random(f"{self.seed}:{session.id}:cancel")
+
+    def _record(self, session: Any, status: str, text: str | None) -> None:
+        self.statuses[status] += 1
+        self.outcomes[session.id].append(Outcome(status, text))
+
+    async def _cancel_when_streaming(self, request_id: str, done: asyncio.Future[Any], delay: float, cancel: Any) -> None:
+        while not done.done():
+            if request_id in self.streamed.seen:
+                await asyncio.sleep(delay)
+                await cancel(request_id)
+                return
+            await asyncio.sleep(0.001)
+
+    async def chat(self, session: Any, count: int) -> None:
+        rng = self._begin(session)
+
+        async def cancel(request_id: str) -> None:
+            session.cancel(request_id)
+
+        for turn in range(count):
+            text = f"{session.id}:{turn}"
+            self.sent[session.id].append(text)
+            request_id = f"req-{session.id}-{turn}"
+            task = asyncio.ensure_future(session.chat(text, request_id=request_id))
+            canceller = None
+            if rng.random() < CANCEL_SHARE:
+                canceller = asyncio.ensure_future(
+                    self._cancel_when_streaming(request_id, task, rng.uniform(0, 0.005), cancel)
+                )
+            result = await task
+            if canceller is not None:
+                await canceller
+            self._record(session, result.status, result.text)
+
+    async def durable(self, session: Any, count: int) -> None:
+        """Every message accepted at once; the drain answers them in order; some are cancelled."""
+        rng = self._begin(session)
+        accepted = []
+        for turn in range(count):
+            text = f"{session.id}:{turn}"
+            self.sent[session.id].append(text)
+            accepted.append(await session.submit_messages(text, submission_id=f"req-{session.id}-{turn}"))
+        for row in accepted:
+            waiting = asyncio.ensure_future(session.wait_for_submission(row.submission_id, timeout=60))
+            if rng.random() < CANCEL_SHARE:
+                await self._cancel_when_streaming(
+                    row.submission_id, waiting, rng.uniform(0, 0.005), session.cancel_submission
+                )
+            done = await waiting
+            self._record(session, done.status, None)
+
+
 async def run_reliability(turns: int, seed: int, db: Path, sessions: int = 10) -> Report:
     baseline = set(asyncio.all_tasks())
     provider = FaultyProvider(seed)
@@ -286,38 +436,16 @@ async def run_reliability(turns: int, seed: int, db: Path, sessions: int = 10) -
         Think(model, tools=counting_tools(executions), plugins=[streamed], store=str(db), load_entrypoints=False)
         for model in (shared, own)
     ]
-    sent: dict[str, list[str]] = {}
-    statuses: Counter[str] = Counter()
+    driver = SessionDriver(seed, streamed)
     per_session = [turns // sessions + (1 if i < turns % sessions else 0) for i in range(sessions)]
-
-    async def cancel_when_streaming(session: Any, request_id: str, task: asyncio.Task[Any], delay: float) -> None:
-        while not task.done():
-            if request_id in streamed.seen:
-                await asyncio.sleep(delay)
-                session.cancel(request_id)
-                return
-            await asyncio.sleep(0.001)
+    sent, outcomes, statuses = driver.sent, driver.outcomes, driver.statuses
 
     async def run_session(index: int) -> None:
-        agent = agents[index % 2]
-        session_id = f"s{index}"
-        session = agent.session(session_id)
-        sent[session_id] = []
-        rng = random.Random(f"{seed}:{session_id}:cancel")
-        for turn in range(per_session[index]):
-            text = f"{session_id}:{turn}"
-            sent[session_id].append(text)
-            request_id = f"req-{session_id}-{turn}"
-            task = asyncio.ensure_future(session.chat(text, request_id=request_id))
-            canceller = None
-            if rng.random() < CANCEL_SHARE:
-                canceller = asyncio.ensure_future(
-                    cancel_when_streaming(session, request_id, task, rng.uniform(0, 0.005))
-                )
-            result = await task
-            if canceller is not None:
-                await canceller
-            statuses[result.status] += 1
+        session = agents[index % 2].session(f"s{index}")
+        if index % 3 == 2:
+            await driver.durable(session, per_session[index])
+        else:
+            await driver.chat(session, per_session[index])
 
     report = Report(turns=turns, statuses=statuses)
     try:
@@ -342,7 +470,7 @@ async def run_reliability(turns: int, seed: int, db: Path, sessions: int = 10) -
     report.tool_executions = sum(executions.values())
     report.double_executions = sum(1 for n in executions.values() if n > 1)
 
-    await audit_store(db, sent, executions, provider.issued_calls, report)
+    await audit_store(db, sent, outcomes, executions, provider, report)
     await report_leaked_tasks(baseline, report)
     return report
 
@@ -352,6 +480,8 @@ def check(report: Report, turns: int) -> None:
     assert sum(report.statuses.values()) == turns
     assert set(report.statuses) <= {"completed", "error", "aborted"}, report.statuses
     assert report.lost == 0 and report.duplicated == 0 and report.double_executions == 0
+    assert report.answered_twice == 0 and report.unanswered == 0 and report.wrong_answers == 0
+    assert report.calls_without_result == 0
     # The fault mix was actually exercised (the seed is fixed, so this is deterministic).
     assert report.statuses["completed"] > 0 and report.statuses["error"] > 0 and report.retries > 0
     assert report.tool_executions > 0

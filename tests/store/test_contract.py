@@ -310,3 +310,100 @@ def test_requeue_puts_back_only_unapplied_running_rows(store: Store) -> None:
     store.apply_submission_messages(S, "a")
     assert store.requeue_submission(S, "a") is False  # applied: running it again would repeat them
     assert store.requeue_submission(S, "b") is False  # pending already
+
+
+def test_in_order_claim_waits_for_the_earlier_running_submission(store: Store) -> None:
+    for sid in "abc":
+        store.create_submission(S, [msg(f"m{sid}")], submission_id=sid)
+    assert store.claim_next_submission(S, in_order=True).submission_id == "a"
+    assert store.claim_next_submission(S, in_order=True) is None  # a is still running
+    assert store.claim_next_submission(S).submission_id == "b"  # an unordered claim does not wait
+    store.finish_submission(S, "a", "completed")
+    assert store.claim_next_submission(S, in_order=True) is None  # b is running now
+    store.finish_submission(S, "b", "error", "boom")
+    assert store.claim_next_submission(S, in_order=True).submission_id == "c"
+    assert store.claim_next_submission(S, in_order=True) is None
+    assert store.claim_next_submission("other", in_order=True) is None
+
+
+def test_in_order_claim_across_stores_claims_each_row_once_in_order(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        for sid in "ab":
+            first.create_submission(S, [msg(f"m{sid}")], submission_id=sid)
+        assert first.claim_next_submission(S, in_order=True).submission_id == "a"
+        assert second.claim_next_submission(S, in_order=True) is None  # held by the first store
+        second.finish_submission(S, "a", "completed")
+        assert second.claim_next_submission(S, in_order=True).submission_id == "b"
+        assert first.claim_next_submission(S, in_order=True) is None
+
+
+def test_store_submission_answer_stores_the_message_and_finishes_in_one_go(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    store.claim_next_submission(S)
+    store.apply_submission_messages(S, "a")
+    answer = msg("ans", "the answer", role="assistant")
+    assert store.store_submission_answer(S, "a", answer, "completed") is True
+    row = store.get_submission(S, "a")
+    assert row.status == "completed" and row.completed_at is not None and row.answer_message_id == "ans"
+    assert ids(store.list_messages(S)) == ["q", "ans"]
+    # Finished: a second answer is refused and writes nothing.
+    assert store.store_submission_answer(S, "a", msg("again", role="assistant"), "completed") is False
+    assert ids(store.list_messages(S)) == ["q", "ans"]
+    assert store.get_submission(S, "a").answer_message_id == "ans"
+
+
+def test_store_submission_answer_without_a_message_and_its_refusals(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    assert store.store_submission_answer(S, "a", msg("x", role="assistant"), "completed") is False  # pending
+    store.claim_next_submission(S)
+    with pytest.raises(ValueError):
+        store.store_submission_answer(S, "a", None, "running")
+    assert store.store_submission_answer(S, "a", None, "error", "boom") is True
+    row = store.get_submission(S, "a")
+    assert (row.status, row.error, row.answer_message_id) == ("error", "boom", None)
+    assert store.list_messages(S) == []
+    assert store.store_submission_answer(S, "missing", None, "completed") is False
+
+
+def test_only_the_owner_renews_and_answers_a_retaken_submission(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        first.create_submission(S, [msg("q")], submission_id="a")
+        first.claim_next_submission(S)
+        assert second.heartbeat_submission(S, "a") is False  # not the owner
+        assert first.heartbeat_submission(S, "a") is True
+        assert [r.submission_id for r in second.retake_stale_submissions(S)] == ["a"]  # now the second's
+        assert first.heartbeat_submission(S, "a") is False  # the first learns it lost the row
+        assert first.store_submission_answer(S, "a", msg("late", role="assistant"), "completed") is False
+        assert second.store_submission_answer(S, "a", msg("ans", role="assistant"), "completed") is True
+        assert ids(first.list_messages(S)) == ["ans"]
+
+
+def test_the_journal_of_a_running_submission(store: Store) -> None:
+    store.create_submission(S, [msg("q")], submission_id="a")
+    assert store.journal_submission(S, "a", "streamed", "0", {"x": 1}) is False  # pending: nothing written
+    store.claim_next_submission(S)
+    assert store.journal_submission(S, "a", "streamed", "0", {"parts": [{"type": "text", "text": "é"}]}) is True
+    assert store.journal_submission(S, "a", "tool_started", "c1", {}) is True
+    assert store.journal_submission(S, "a", "tool_finished", "c1", {"output": None, "error": "boom"}) is True
+    entries = store.submission_journal(S, "a")
+    assert [(e.kind, e.key) for e in entries] == [("streamed", "0"), ("tool_started", "c1"), ("tool_finished", "c1")]
+    assert entries[0].data == {"parts": [{"type": "text", "text": "é"}]} and entries[2].data["error"] == "boom"
+    assert entries[0].seq < entries[1].seq < entries[2].seq and entries[0].created_at > 0
+    assert store.submission_journal(S, "other") == [] and store.submission_journal("other", "a") == []
+    assert store.store_submission_answer(S, "a", msg("ans", role="assistant"), "completed") is True
+    assert store.submission_journal(S, "a") == []  # finished: the journal is gone
+    assert store.journal_submission(S, "a", "step", "1", {}) is False
+
+
+def test_finishing_drops_the_journal_and_only_the_owner_writes_it(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        first.create_submission(S, [msg("q")], submission_id="a")
+        first.claim_next_submission(S)
+        assert first.journal_submission(S, "a", "tool_started", "c1", {}) is True
+        assert second.journal_submission(S, "a", "tool_finished", "c1", {}) is False  # not the owner
+        assert [e.kind for e in second.submission_journal(S, "a")] == ["tool_started"]  # anyone reads it
+        second.retake_stale_submissions(S)
+        assert first.journal_submission(S, "a", "tool_finished", "c1", {}) is False  # lost it
+        assert second.journal_submission(S, "a", "tool_finished", "c1", {"output": 1}) is True
+        assert second.finish_submission(S, "a", "aborted", "cancelled") is True
+        assert first.submission_journal(S, "a") == []

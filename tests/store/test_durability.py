@@ -54,9 +54,12 @@ async def test_an_accepted_submission_is_drained_even_if_the_caller_was_cancelle
 async def test_waiting_for_a_submission_another_agent_runs(tmp_path):
     db = str(tmp_path / "shared.db")
     runner = Think(ScriptedModel([Step(text="slow answer")], delay=0.05), store=db, load_entrypoints=False,
-                   submission_lease=0.3)
+                   submission_lease=2.0)
     accepted = await runner.session("s").submit_messages("work")
-    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=0.3)
+    # Any process that opens a session drains it: wait until the runner has claimed this one.
+    while (await runner.session("s").inspect_submission(accepted.submission_id)).status != "running":
+        await asyncio.sleep(0.01)
+    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=2.0)
     done = await watcher.session("s").wait_for_submission(accepted.submission_id, timeout=5)
     assert done.status == "completed"
     await runner.aclose()

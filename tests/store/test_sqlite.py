@@ -305,3 +305,24 @@ def test_pending_session_ids(store: SQLiteStore) -> None:
 # ---------------------------------------------------------------- state
 
 
+
+
+def test_a_version_1_database_is_migrated(db: Path) -> None:
+    from think_core.store._sqlite_connection import _SCHEMA
+
+    conn = sqlite3.connect(db)
+    conn.executescript(_SCHEMA)  # the version-1 tables, as a version-1 build left them
+    conn.execute("INSERT INTO sessions VALUES ('s', 0)")
+    conn.execute(
+        "INSERT INTO submissions (session_id, submission_id, status, messages, created_at, started_at, "
+        "heartbeat_at) VALUES ('s', 'old', 'running', '[]', 0, 0, 0)"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with SQLiteStore(db) as s:
+        assert s._conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        old = s.get_submission("s", "old")
+        assert old.status == "running" and old.answer_message_id is None
+        assert [r.submission_id for r in s.retake_stale_submissions("s", stale_after=30)] == ["old"]
+        assert s.store_submission_answer("s", "old", msg("ans", role="assistant"), "completed") is True

@@ -8,14 +8,16 @@ import os
 import sqlite3
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from ..types import UIMessage
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 
+# Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     session_id TEXT PRIMARY KEY,
@@ -69,6 +71,30 @@ CREATE TABLE IF NOT EXISTS state (
     PRIMARY KEY (session_id, key)
 );
 """
+# The statements that take a database from the previous version to this one.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Lease owners (a store instance is one owner) and the answer stored with the completion.
+    2: (
+        "ALTER TABLE submissions ADD COLUMN owner TEXT",
+        "ALTER TABLE submissions ADD COLUMN answer_message_id TEXT",
+    ),
+    # The step journal of a running submission's turn, and its progress marker.
+    3: (
+        "ALTER TABLE submissions ADD COLUMN progress INTEGER NOT NULL DEFAULT 0",
+        """CREATE TABLE submission_journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+            submission_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            key TEXT NOT NULL,
+            data TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX journal_by_submission ON submission_journal (session_id, submission_id, seq)",
+    ),
+}
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
@@ -97,6 +123,8 @@ class SQLiteConnection:
         self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0
     ) -> None:
         self.path = os.fspath(path)
+        # This store's name as the owner of the submissions it claims or retakes.
+        self.owner_id = uuid.uuid4().hex
         self._lock = threading.Lock()
         self._closed = False
         self._conn = sqlite3.connect(
@@ -131,6 +159,9 @@ class SQLiteConnection:
                 )
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
+                    conn.execute(statement)
+            for step in range(max(version, 1) + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[step]:
                     conn.execute(statement)
             if version < SCHEMA_VERSION:
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -205,6 +236,16 @@ class SQLiteConnection:
             if cursor.rowcount:
                 appended.append(message)
         return appended
+
+    def _upsert_message(self, conn: sqlite3.Connection, session_id: str, message: UIMessage, now: float) -> None:
+        """Insert at the end, or replace the stored message with this id in place."""
+        self._ensure(conn, session_id)
+        conn.execute(
+            INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
+            "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
+            "updated_at = excluded.updated_at",
+            message_row(session_id, message, now),
+        )
 
     def close(self) -> None:
         """Close the connection. Idempotent."""

@@ -1,5 +1,9 @@
 """The ``submissions`` table of the SQLite store: accept (idempotent), claim, renew, apply,
-finish, retake expired leases, requeue."""
+store the answer with the completion, finish, retake expired leases, requeue.
+
+The store instance is the owner of the rows it claims or retakes (``owner_id``): renewing a
+lease and storing an answer succeed only for the owner, so a process whose row was retaken
+after its lease expired learns it lost it, and never answers it a second time."""
 
 from __future__ import annotations
 
@@ -13,11 +17,11 @@ from typing import Any
 from ..errors import UnknownSubmission
 from ..types import UIMessage
 from ._sqlite_connection import SQLiteConnection, _dumps
-from .base import TERMINAL_SUBMISSION_STATUSES, Submission
+from .base import TERMINAL_SUBMISSION_STATUSES, JournalEntry, Submission
 
 _SUBMISSION_COLUMNS = (
     "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
-    "messages_applied_at, created_at, started_at, completed_at"
+    "messages_applied_at, created_at, started_at, completed_at, answer_message_id"
 )
 
 
@@ -40,6 +44,7 @@ class SubmissionRows(SQLiteConnection):
             created_at=row["created_at"],
             started_at=row["started_at"],
             completed_at=row["completed_at"],
+            answer_message_id=row["answer_message_id"],
         )
 
     def _select_submission(
@@ -133,38 +138,112 @@ class SubmissionRows(SQLiteConnection):
             rows = conn.execute(sql, args).fetchall()
         return [self._submission(r) for r in rows]
 
-    def claim_next_submission(self, session_id: str) -> Submission | None:
+    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None:
         """Atomically move the oldest ``pending`` submission to ``running`` (setting
         ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
-        claimed by exactly one caller, across connections and processes."""
+        claimed by exactly one caller, across connections and processes. ``in_order``: only
+        when no submission accepted before it is still ``running`` (``None`` otherwise), so a
+        session's submissions run one after the other in acceptance order."""
+        statuses = "('pending', 'running')" if in_order else "('pending')"
         with self._write() as conn:
             row = conn.execute(
-                "SELECT submission_id FROM submissions WHERE session_id = ? "
-                "AND status = 'pending' ORDER BY seq LIMIT 1",
+                f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
+                f"AND status IN {statuses} ORDER BY seq LIMIT 1",
                 (session_id,),
             ).fetchone()
-            if row is None:
+            if row is None or row["status"] != "pending":
                 return None
             now = time.time()
             conn.execute(
-                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ? "
+                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ?, owner = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
-                (now, now, session_id, row[0]),
+                (now, now, self.owner_id, session_id, row[0]),
             )
             claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
         return self._submission(claimed) if claimed is not None else None
 
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool:
-        """Renew the lease of a ``running`` submission: recovery in another process leaves a
-        row alone while its heartbeat is fresh. Returns whether the row is still running."""
+        """Renew the lease of a ``running`` submission this store owns: recovery in another
+        process leaves a row alone while its heartbeat is fresh. Returns whether the row is
+        still running and still ours."""
         with self._write() as conn:
             return bool(
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ? "
-                    "WHERE session_id = ? AND submission_id = ? AND status = 'running'",
-                    (time.time(), session_id, submission_id),
+                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ? "
+                    "AND status = 'running' AND owner = ?",
+                    (time.time(), session_id, submission_id, self.owner_id),
                 ).rowcount
             )
+
+    def store_submission_answer(
+        self,
+        session_id: str,
+        submission_id: str,
+        message: UIMessage | None,
+        status: str,
+        error: str | None = None,
+    ) -> bool:
+        """Store the answer of a ``running`` submission this store owns and finish it with
+        ``status``, in one transaction: the message is upserted (when there is one) and the row
+        records it as its answer. Returns ``False``, writing nothing, when the row is not
+        running or not ours any more."""
+        if status not in TERMINAL_SUBMISSION_STATUSES:
+            raise ValueError(f"status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}")
+        now = time.time()
+        with self._write() as conn:
+            changed = conn.execute(
+                "UPDATE submissions SET status = ?, error = ?, completed_at = ?, answer_message_id = ? "
+                "WHERE session_id = ? AND submission_id = ? AND status = 'running' AND owner = ?",
+                (status, error, now, message.id if message is not None else None,
+                 session_id, submission_id, self.owner_id),
+            ).rowcount
+            if changed:
+                self._drop_journal(conn, session_id, submission_id)
+            if changed and message is not None:
+                self._upsert_message(conn, session_id, message, now)
+            return bool(changed)
+
+    def journal_submission(
+        self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
+    ) -> bool:
+        """Append an entry to the step journal of a ``running`` submission this store owns, in
+        the transaction that advances its progress marker and renews its lease. Returns
+        ``False``, writing nothing, when the row is not running or not ours."""
+        now = time.time()
+        with self._write() as conn:
+            if not conn.execute(
+                "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
+                "AND submission_id = ? AND status = 'running' AND owner = ?",
+                (now, session_id, submission_id, self.owner_id),
+            ).rowcount:
+                return False
+            conn.execute(
+                "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, submission_id, kind, key, _dumps(data), now),
+            )
+            return True
+
+    def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]:
+        """The journal of a submission, oldest entry first (empty once it finished)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT seq, kind, key, data, created_at FROM submission_journal "
+                "WHERE session_id = ? AND submission_id = ? ORDER BY seq",
+                (session_id, submission_id),
+            ).fetchall()
+        return [
+            JournalEntry(seq=r["seq"], kind=r["kind"], key=r["key"], data=json.loads(r["data"]),
+                         created_at=r["created_at"])
+            for r in rows
+        ]
+
+    @staticmethod
+    def _drop_journal(conn: sqlite3.Connection, session_id: str, submission_id: str) -> None:
+        """A finished submission needs its journal no more."""
+        conn.execute(
+            "DELETE FROM submission_journal WHERE session_id = ? AND submission_id = ?", (session_id, submission_id)
+        )
 
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
@@ -208,14 +287,15 @@ class SubmissionRows(SQLiteConnection):
                 f"finish status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}"
             )
         with self._write() as conn:
-            return bool(
-                conn.execute(
-                    "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
-                    "WHERE session_id = ? AND submission_id = ? "
-                    "AND status IN ('pending', 'running')",
-                    (status, error, time.time(), session_id, submission_id),
-                ).rowcount
-            )
+            changed = conn.execute(
+                "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
+                "WHERE session_id = ? AND submission_id = ? "
+                "AND status IN ('pending', 'running')",
+                (status, error, time.time(), session_id, submission_id),
+            ).rowcount
+            if changed:
+                self._drop_journal(conn, session_id, submission_id)
+            return bool(changed)
 
     def retake_stale_submissions(
         self, session_id: str, *, stale_after: float | None = None
@@ -237,8 +317,8 @@ class SubmissionRows(SQLiteConnection):
                 if stale_after is not None and last_seen > now - stale_after:
                     continue
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ?",
-                    (now, session_id, row["submission_id"]),
+                    "UPDATE submissions SET heartbeat_at = ?, owner = ? WHERE session_id = ? AND submission_id = ?",
+                    (now, self.owner_id, session_id, row["submission_id"]),
                 )
                 taken.append(self._submission(row))
         return taken

@@ -3,8 +3,9 @@
 A store keeps, per session: AI-SDK-shaped UI messages in order; compaction overlays (a summary
 standing in for a range of messages in the model-facing history, the originals kept); durable
 submissions (``pending → running → completed | error | aborted | skipped``, an idempotency
-key unique per session, a messages-applied marker and a lease); and a small JSON key/value
-state. Every method is synchronous and short; the engine awaits them through
+key unique per session, a messages-applied marker, a lease held by one owner — a store
+instance — the id of the answer stored with the completion, and the step journal of the turn
+while it runs); and a small JSON key/value state. Every method is synchronous and short; the engine awaits them through
 :class:`~think_core.store.aio.AsyncStore`, off the event loop.
 
 Backends implement exactly these methods. What is the same for every backend (the overlay
@@ -26,6 +27,7 @@ __all__ = [
     "COMPACTION_SUMMARY_PREFIX",
     "TERMINAL_SUBMISSION_STATUSES",
     "Compaction",
+    "JournalEntry",
     "Store",
     "Submission",
     "SubmissionStatus",
@@ -56,6 +58,19 @@ class Submission(BaseModel):
     created_at: float
     started_at: float | None = None
     completed_at: float | None = None
+    answer_message_id: str | None = None  # the answer stored with the completion, if any
+
+
+class JournalEntry(BaseModel):
+    """One entry of a running submission's step journal (see :mod:`think_core.turn_journal`):
+    ``kind`` says what happened, ``key`` to what (a step number, a tool-call id), ``data``
+    the JSON details. Entries are kept in the order they were written."""
+
+    seq: int
+    kind: str
+    key: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
 
 
 class Compaction(BaseModel):
@@ -101,12 +116,24 @@ class Store(Protocol):
     def list_submissions(
         self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
     ) -> list[Submission]: ...
-    def claim_next_submission(self, session_id: str) -> Submission | None: ...
+    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None: ...
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
+    def store_submission_answer(
+        self,
+        session_id: str,
+        submission_id: str,
+        message: UIMessage | None,
+        status: str,
+        error: str | None = None,
+    ) -> bool: ...
     def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]: ...
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool: ...
     def requeue_submission(self, session_id: str, submission_id: str) -> bool: ...
     def finish_submission(self, session_id: str, submission_id: str, status: str, error: str | None = None) -> bool: ...
+    def journal_submission(
+        self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
+    ) -> bool: ...
+    def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]: ...
     def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]: ...
 
     # key/value engine state

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..types import UIMessage
-from ._sqlite_connection import INSERT_MESSAGE, SCHEMA_VERSION, _dumps, message_row
+from ._sqlite_connection import SCHEMA_VERSION, _dumps
 from ._sqlite_submissions import SubmissionRows
 from .base import Compaction
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
@@ -78,15 +78,8 @@ class SQLiteStore(SubmissionRows):
     def upsert_message(self, session_id: str, message: UIMessage) -> None:
         """Insert at the end, or replace the stored message with this id in place (its
         position is kept)."""
-        now = time.time()
         with self._write() as conn:
-            self._ensure(conn, session_id)
-            conn.execute(
-                INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
-                "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
-                "updated_at = excluded.updated_at",
-                message_row(session_id, message, now),
-            )
+            self._upsert_message(conn, session_id, message, time.time())
 
     def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int:
         """Delete messages by id; compactions anchored on a deleted message are dropped too.
