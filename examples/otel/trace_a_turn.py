@@ -3,7 +3,7 @@
 Runs offline: a scripted model whose first call fails with a transient error (the step is
 retried), then asks for two weather look-ups at once, then answers. The application only
 configures the OpenTelemetry SDK; think's ``otel`` plugin (an entry point, installed with
-``think[otel]``) picks up the global tracer provider by itself.
+``think-agent[otel]``) picks up the global tracer provider by itself.
 
     pip install -e '.[otel]' opentelemetry-sdk
     python examples/otel/trace_a_turn.py

@@ -12,16 +12,18 @@ import argparse
 import asyncio
 import functools
 import importlib
+import importlib.metadata
 import inspect
 import sys
 from collections.abc import Callable, Sequence
 
 from ..dispatch import HookDispatcher
 from ..errors import ConfigurationError
+from ..markers import DISTRIBUTION
 from ..plugins import ThinkPluginManager, build_plugin_manager
 from .config import load_config
 
-__all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command"]
+__all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command", "version"]
 
 # subcommand → module under think_core.cli
 _COMMANDS = {
@@ -33,10 +35,19 @@ _COMMANDS = {
 }
 
 
+def version() -> str:
+    """The installed version of the distribution (``unknown`` when run from a source tree)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser(*, plugin_commands: bool = True) -> argparse.ArgumentParser:
     """The ``think`` parser: the built-in commands, and the plugins' unless ``plugin_commands``
     is false (which spares importing the plugins when a built-in command is run)."""
     parser = argparse.ArgumentParser(prog="think", description="think: a pluggy-based agent turn engine")
+    parser.add_argument("--version", action="version", version=f"think, version {version()} ({DISTRIBUTION})")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command, module_name in _COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")

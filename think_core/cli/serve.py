@@ -28,6 +28,7 @@ from typing import Any
 
 from ..agent import Think
 from ..errors import ConfigurationError
+from ..markers import DISTRIBUTION
 from .common import add_agent_arguments, build_agent
 
 
@@ -90,7 +91,7 @@ async def run(args: argparse.Namespace) -> int:
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
         from ..server.logs import uvicorn_log_config
     except ImportError as exc:
-        print(f"think serve: the server extra is not installed ({exc.name}); install the server extra (from a checkout: pip install -e '.[server]')", file=sys.stderr)
+        print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
         return 2
     try:
         agent = agent_from_args(args)
