@@ -73,7 +73,8 @@ def _command_plugins() -> ThinkPluginManager | None:
     (reported on stderr: the built-in commands still work, and say what is wrong)."""
     try:
         config = load_config(None)
-        return build_plugin_manager(disable=config.think.disable, settings=config.plugins)
+        # A broken plugin stops the agent that needs it, not the commands of the others.
+        return build_plugin_manager(disable=config.think.disable, settings=config.plugins, broken_plugins="warn")
     except ConfigurationError as exc:
         print(f"think: plugin commands are unavailable: {exc}", file=sys.stderr)
         return None

@@ -43,6 +43,7 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
         "max_steps": args.max_steps or section.max_steps or DEFAULT_MAX_STEPS,
         "settings": config.plugins,
         "disable": section.disable,
+        "broken_plugins": section.broken_plugins,
     }
     mcp_servers = config.mcp.build()
     if mcp_servers:
