@@ -75,6 +75,7 @@ def test_think_toml_plugin_sections_and_disable_are_checked(tmp_path: Path) -> N
 def test_the_cli_reports_a_misspelt_name_without_a_traceback(tmp_path: Path) -> None:
     (tmp_path / "think.toml").write_text('[plugins.tool_cahce]\nttl_seconds = 5\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
+    env["THINK_HOME"] = str(tmp_path / "home")
     for command in (["run", "hi", "--model", "demo"], ["plugins"]):
         done = subprocess.run(
             [sys.executable, "-m", "think_core.cli", *command],

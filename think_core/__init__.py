@@ -32,6 +32,7 @@ from .models.anthropic import AnthropicModel
 from .models.openai import OpenAIChatModel
 from .models.resolve import resolve_model
 from .models.scripted import ScriptedModel, Step
+from .paths import data_dir
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
 from .store import SQLiteStore, Store, Submission
@@ -73,6 +74,7 @@ __all__ = [
     "Think",
     "ThinkPluginManager",
     "build_plugin_manager",
+    "data_dir",
     "user_message",
     "ChatErrorContext",
     "ChatResponseResult",

@@ -52,7 +52,7 @@ async def main() -> None:
         scripted_model(),
         tools=[get_weather],
         retry={"initial_delay": 0.05},
-        disable=["analytics"],  # keep the example from writing think-analytics.db
+        disable=["analytics"],  # keep the example from writing analytics of its own
         settings={"otel": {"agent_name": "weather-agent", "capture_content": True}},
     )
     if agent.plugin_manager.get_plugin("otel") is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..agent import Think
 from ..errors import ConfigurationError
+from ..paths import data_dir
 from .config import load_config
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
@@ -23,11 +24,19 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         help='model string: "openai:NAME", "anthropic:NAME", "openai-compatible:NAME@URL", or "demo" '
         f"(offline, scripted) (default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
-    parser.add_argument("--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB})")
+    parser.add_argument(
+        "--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB} in think's data directory, $THINK_HOME)"
+    )
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")
     parser.add_argument("--max-steps", type=int, default=None, help=f"model steps per turn at most (default: {DEFAULT_MAX_STEPS})")
     parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
+
+
+def default_db() -> str:
+    """Where conversations go when no ``--db`` is named: the data directory (made if need be),
+    like llm's ``logs.db``, so that running a command writes nothing into the current folder."""
+    return str(data_dir(create=True) / DEFAULT_DB)
 
 
 def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
@@ -36,7 +45,7 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
     config = load_config(getattr(args, "config", None))
     section = config.think
     args.model = args.model or os.environ.get(DEFAULT_MODEL_ENV) or section.model
-    args.db = args.db or section.db or DEFAULT_DB
+    args.db = args.db or section.db or default_db()
     kwargs: dict[str, Any] = {
         "store": args.db,
         "load_entrypoints": not args.no_plugins,
