@@ -57,7 +57,7 @@ from .types import (
     TurnContext,
 )
 
-__all__ = ["HookDispatcher"]
+__all__ = ["HookDispatcher", "tracing_enabled"]
 
 logger = logging.getLogger("think.plugins")
 trace_logger = logging.getLogger("think.plugins.trace")
@@ -119,7 +119,8 @@ _STEP_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(StepConfig))
 _TOOL_DECISION = _Policy(first=True, isolate=False, accept=_model_of(ToolCallDecision))
 
 
-def _tracing_enabled() -> bool:
+def tracing_enabled() -> bool:
+    """``THINK_TRACE_PLUGINS`` asks for a log line per hook implementation call."""
     return os.environ.get("THINK_TRACE_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
@@ -183,7 +184,7 @@ class HookDispatcher:
 
     def __init__(self, pm: ThinkPluginManager) -> None:
         self._pm = pm
-        self._wrap: _Wrap | None = _traced if _tracing_enabled() else None
+        self._wrap: _Wrap | None = _traced if tracing_enabled() else None
         self._generation = -1
         self._plans: dict[str, tuple[_Impl, ...]] = {}
         self._chunk_generation = -1

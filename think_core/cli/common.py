@@ -9,11 +9,12 @@ from typing import Any
 from ..agent import Think
 from ..errors import ConfigurationError
 from ..paths import data_dir
+from ..plugin_names import check_plugin_names, installed_plugin_names
 from .config import load_config
+from .stored import DEFAULT_DB
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
 DEMO_MODEL = "demo"  # the offline scripted model and tools of `think demo`
-DEFAULT_DB = "think.db"
 DEFAULT_MAX_STEPS = 10
 
 
@@ -37,6 +38,26 @@ def default_db() -> str:
     """Where conversations go when no ``--db`` is named: the data directory (made if need be),
     like llm's ``logs.db``, so that running a command writes nothing into the current folder."""
     return str(data_dir(create=True) / DEFAULT_DB)
+
+
+def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugins",
+        default=None,
+        metavar="A,B",
+        help="load only these entry-point plugins (sets THINK_PLUGINS for this process)",
+    )
+
+
+def agent_from_args(args: argparse.Namespace) -> Think:
+    """The agent described by the shared agent options and ``--plugins``."""
+    if getattr(args, "plugins", None) is not None:
+        if args.no_plugins:
+            raise ConfigurationError("--plugins and --no-plugins contradict each other")
+        names = [name.strip() for name in args.plugins.split(",") if name.strip()]
+        check_plugin_names(names, installed_plugin_names(), "--plugins")
+        os.environ["THINK_PLUGINS"] = args.plugins
+    return build_agent(args)
 
 
 def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
