@@ -31,7 +31,7 @@ from .messages import user_message
 from .models.anthropic import AnthropicModel
 from .models.openai import OpenAIChatModel
 from .models.resolve import resolve_model
-from .models.scripted import ScriptedModel, Step
+from .models.scripted import ScriptedModel, Step, call
 from .paths import data_dir
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
@@ -114,6 +114,7 @@ __all__ = [
     "Usage",
     "allow",
     "block",
+    "call",
     "hookimpl",
     "hookspec",
     "substitute",
