@@ -6,6 +6,7 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, block
 from .agent import Think
 from .errors import (
     ConfigurationError,
+    HookTimeout,
     NestedTurnError,
     PluginError,
     PluginLoadError,
@@ -29,7 +30,9 @@ from .events import (
 from .markers import PROJECT, hookimpl, hookspec
 from .messages import user_message
 from .models.anthropic import AnthropicModel
+from .models.gemini import GeminiModel
 from .models.openai import OpenAIChatModel
+from .models.openai_responses import OpenAIResponsesModel
 from .models.resolve import resolve_model
 from .models.scripted import ScriptedModel, Step, call
 from .paths import data_dir
@@ -62,7 +65,9 @@ from .types import (
 __all__ = [
     "PROJECT",
     "AnthropicModel",
+    "GeminiModel",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ScriptedModel",
     "Step",
     "resolve_model",
@@ -81,6 +86,7 @@ __all__ = [
     "ChunkContext",
     "ConfigurationError",
     "Finish",
+    "HookTimeout",
     "NestedTurnError",
     "PluginError",
     "PluginLoadError",

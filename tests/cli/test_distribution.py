@@ -22,7 +22,7 @@ import pytest
 
 from think_core.markers import DISTRIBUTION
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_PLUGIN = ROOT / "examples" / "think-example-plugin"
 OWN_NAMES = ("think_core", "think_plugins", "think_agent", "__editable__")
 

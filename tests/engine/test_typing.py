@@ -15,7 +15,7 @@ import think_core
 from think_core import Tool, call, tool
 from think_core.models.scripted import ScriptedToolCall
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # Checked by mypy below: the lines marked `# error` must be the only errors.
 SNIPPET = '''
