@@ -227,7 +227,13 @@ def _load_entry_points(
     to stop. Bad settings are not isolated (they are the user's configuration error).
     """
     failures: list[tuple[PluginInfo, BaseException]] = []
+    seen: set[tuple[str, str]] = set()
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        # The same entry point twice (metadata left behind by an earlier name of a distribution,
+        # an egg-info beside an install) is one plugin: loading it twice would be a failure.
+        if (ep.name, ep.value) in seen:
+            continue
+        seen.add((ep.name, ep.value))
         dist = ep.dist
         source = _Source(
             distribution=dist.name if dist else None,

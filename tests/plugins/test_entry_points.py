@@ -468,3 +468,24 @@ def test_cli_run_reports_a_broken_plugin_without_a_traceback(sample_target: Path
     done = subprocess.run(args, env=environ, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "sample_broken" in done.stderr and done.stdout.strip()
+
+
+def test_the_same_entry_point_listed_by_two_distributions_loads_once(
+    sample_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Stale metadata (an egg-info left from a distribution's earlier name) lists the same entry
+    points again; they are one plugin each, not a failure to register a second copy."""
+    stale = tmp_path_factory.mktemp("stale") / "sample_plugin"
+    shutil.copytree(SAMPLE_SOURCE, stale)
+    pyproject = stale / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('name = "think-sample-plugin"', 'name = "think-sample-old"'))
+    monkeypatch.syspath_prepend(str(pip_install(tmp_path_factory, stale)))
+    importlib.invalidate_caches()
+    dists = {ep.dist.name for ep in importlib.metadata.entry_points(group="think") if ep.name == "sample_good" and ep.dist}
+    assert dists == {SAMPLE_DIST, "think-sample-old"}
+
+    monkeypatch.setenv("THINK_PLUGINS", "sample_good,sample_tracked")
+    pm = build_plugin_manager()
+    loaded = [info.name for info in pm.plugin_infos if info.status == "loaded"]
+    assert sorted(loaded) == ["sample_good", "sample_tracked"]
+    assert not [info for info in pm.plugin_infos if info.status == "failed"]
