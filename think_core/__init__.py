@@ -9,6 +9,7 @@ from .errors import (
     HookTimeout,
     NestedTurnError,
     PluginError,
+    PluginLoadError,
     PluginResultError,
     ProviderError,
     ThinkError,
@@ -33,7 +34,8 @@ from .models.gemini import GeminiModel
 from .models.openai import OpenAIChatModel
 from .models.openai_responses import OpenAIResponsesModel
 from .models.resolve import resolve_model
-from .models.scripted import ScriptedModel, Step
+from .models.scripted import ScriptedModel, Step, call
+from .paths import data_dir
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
 from .store import SQLiteStore, Store, Submission
@@ -77,6 +79,7 @@ __all__ = [
     "Think",
     "ThinkPluginManager",
     "build_plugin_manager",
+    "data_dir",
     "user_message",
     "ChatErrorContext",
     "ChatResponseResult",
@@ -86,6 +89,7 @@ __all__ = [
     "HookTimeout",
     "NestedTurnError",
     "PluginError",
+    "PluginLoadError",
     "PluginResultError",
     "ProviderError",
     "ReasoningDelta",
@@ -116,6 +120,7 @@ __all__ = [
     "Usage",
     "allow",
     "block",
+    "call",
     "hookimpl",
     "hookspec",
     "substitute",

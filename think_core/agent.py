@@ -14,6 +14,7 @@ from .dispatch import HookDispatcher
 from .hook_limits import DEFAULT_HOOK_TIMEOUT
 from .mcp import MCPServer, MCPTools
 from .models._http import SharedClient
+from .plugin_names import BrokenPlugins
 from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
@@ -40,7 +41,11 @@ class Think:
     :param settings: per-plugin settings, keyed by plugin name, validated by each plugin's model.
     :param max_steps: model steps per turn at most.
     :param load_entrypoints: load plugins from the ``think`` entry-point group.
-    :param disable: entry-point plugin names not to load (never imported).
+    :param disable: entry-point plugin names not to load (never imported); a name that matches no
+        installed plugin is a :class:`~think_core.errors.ConfigurationError`.
+    :param broken_plugins: ``"error"`` (the default, or ``$THINK_BROKEN_PLUGINS``): an installed
+        plugin that fails to load raises :class:`~think_core.errors.PluginLoadError`; ``"warn"``:
+        it is logged, listed as failed, and the agent runs without it.
     :param send_reasoning: include reasoning chunks in UI streams.
     :param context_overflow: ``{"reactive": bool, "max_retries": 1, "proactive": {"max_input_tokens":
         N, "headroom": 0.9, "max_compactions": 1}}``: compact and re-run a turn that overflowed the
@@ -73,6 +78,7 @@ class Think:
         max_steps: int = 10,
         load_entrypoints: bool = True,
         disable: Iterable[str] = (),
+        broken_plugins: BrokenPlugins | None = None,
         send_reasoning: bool = True,
         context_overflow: ContextOverflowConfig | Mapping[str, Any] | None = None,
         retry: RetryConfig | Mapping[str, Any] | None = None,
@@ -108,7 +114,11 @@ class Think:
             raise ValueError("submission_lease must be positive")
         self.submission_lease = submission_lease
         self.plugin_manager = build_plugin_manager(
-            load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
+            load_entrypoints=load_entrypoints,
+            disable=disable,
+            plugins=plugins,
+            settings=self.settings,
+            broken_plugins=broken_plugins,
         )
         self.hooks = HookDispatcher(self.plugin_manager, hook_timeout=hook_timeout, settings=self.settings)
         self.store: Store = open_store(store)

@@ -69,7 +69,7 @@ from .types import (
     TurnContext,
 )
 
-__all__ = ["HookDispatcher"]
+__all__ = ["HookDispatcher", "tracing_enabled"]
 
 logger = logging.getLogger("think.plugins")
 trace_logger = logging.getLogger("think.plugins.trace")
@@ -132,7 +132,8 @@ _STEP_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(StepConfig))
 _TOOL_DECISION = _Policy(first=True, isolate=False, accept=_model_of(ToolCallDecision))
 
 
-def _tracing_enabled() -> bool:
+def tracing_enabled() -> bool:
+    """``THINK_TRACE_PLUGINS`` asks for a log line per hook implementation call."""
     return os.environ.get("THINK_TRACE_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
@@ -225,7 +226,7 @@ class HookDispatcher:
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         self._pm = pm
-        self._wrap: _Wrap | None = _traced if _tracing_enabled() else None
+        self._wrap: _Wrap | None = _traced if tracing_enabled() else None
         self._limits = HookLimits(hook_timeout, settings)
         self._watch = BlockingWatch()
         self._generation = -1

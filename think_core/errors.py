@@ -8,6 +8,7 @@ The hierarchy::
         ├── ConfigurationError            bad configuration (API key, model string, plugin settings)
         ├── PluginError                   a plugin failed where the operation must stop
         │   ├── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
+        │   ├── PluginLoadError           ... an installed plugin could not be loaded (also a ConfigurationError)
         │   └── HookTimeout               ... by running past its time limit (also a TimeoutError)
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
@@ -94,6 +95,35 @@ class PluginResultError(PluginError, TypeError):
             error,
             message=f"plugin {plugin_name!r} returned an invalid result from {hook}: {error}",
         )
+
+
+class PluginLoadError(PluginError, ConfigurationError):
+    """An installed entry-point plugin failed to import, construct or register, so the agent
+    does not start without it (``broken_plugins="warn"`` starts it anyway).
+
+    ``plugin_name`` is the entry point, ``distribution`` the distribution that installed it,
+    ``error`` the cause (the first one when several plugins failed; ``failed`` names them all).
+    ``hook`` is ``"load"``.
+    """
+
+    def __init__(
+        self,
+        plugin_name: str,
+        error: BaseException,
+        *,
+        distribution: str | None = None,
+        failed: tuple[str, ...] = (),
+        message: str | None = None,
+    ) -> None:
+        where = f" (distribution {distribution})" if distribution else ""
+        super().__init__(
+            plugin_name,
+            "load",
+            error,
+            message=message or f"plugin {plugin_name!r}{where} failed to load: {type(error).__name__}: {error}",
+        )
+        self.distribution = distribution
+        self.failed = failed or (plugin_name,)
 
 
 class HookTimeout(PluginError, TimeoutError):

@@ -17,7 +17,6 @@ import difflib
 import importlib.metadata
 import inspect
 import logging
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
@@ -26,9 +25,17 @@ import pluggy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import hookspecs
-from .errors import ConfigurationError
+from .errors import ConfigurationError, PluginLoadError
 from .hook_limits import section_for_model
 from .markers import ENTRY_POINT_GROUP, PROJECT
+from .plugin_names import (
+    BROKEN_PLUGINS_ENV,
+    BrokenPlugins,
+    broken_plugins_mode,
+    check_plugin_names,
+    env_names,
+    installed_plugin_names,
+)
 
 __all__ = ["PluginInfo", "ThinkPluginManager", "build_plugin_manager"]
 
@@ -179,14 +186,6 @@ def _describe_object(plugin: object) -> _Source:
     return _Source(value=f"{cls.__module__}:{cls.__qualname__}")
 
 
-def _env_names(variable: str) -> frozenset[str] | None:
-    """A comma-separated name list from the environment; ``None`` when the variable is unset."""
-    raw = os.environ.get(variable)
-    if raw is None:
-        return None
-    return frozenset(part.strip() for part in raw.split(",") if part.strip())
-
-
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -217,18 +216,24 @@ def _apply_settings(plugin: object, name: str, settings: Mapping[str, Any]) -> N
 
 
 def _load_entry_points(
-    pm: ThinkPluginManager, disabled: frozenset[str], settings: Mapping[str, Any]
-) -> None:
-    """Register the ``think`` entry points that are allowed, isolating the broken ones.
+    pm: ThinkPluginManager, disabled: frozenset[str], allowed: frozenset[str] | None, settings: Mapping[str, Any]
+) -> list[tuple[PluginInfo, BaseException]]:
+    """Register the ``think`` entry points that are allowed; return the ones that failed.
 
     Allow/deny lists are checked before ``ep.load()``, so a disabled plugin is never imported.
-    A plugin that fails to import, instantiate or register is logged and listed as failed —
-    also when it raises ``SystemExit`` (a ``sys.exit()`` at import time must not end the host
-    process) or any other ``BaseException``; only ``KeyboardInterrupt`` propagates, because the
-    user asked to stop. Bad settings are not isolated (they are the user's configuration error).
+    A plugin that fails to import, instantiate or register is listed as failed — also when it
+    raises ``SystemExit`` (a ``sys.exit()`` at import time must not end the host process) or
+    any other ``BaseException``; only ``KeyboardInterrupt`` propagates, because the user asked
+    to stop. Bad settings are not isolated (they are the user's configuration error).
     """
-    allowed = _env_names("THINK_PLUGINS")
+    failures: list[tuple[PluginInfo, BaseException]] = []
+    seen: set[tuple[str, str]] = set()
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        # The same entry point twice (metadata left behind by an earlier name of a distribution,
+        # an egg-info beside an install) is one plugin: loading it twice would be a failure.
+        if (ep.name, ep.value) in seen:
+            continue
+        seen.add((ep.name, ep.value))
         dist = ep.dist
         source = _Source(
             distribution=dist.name if dist else None,
@@ -244,7 +249,7 @@ def _load_entry_points(
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            _record_failure(pm, ep.name, source, exc)
+            failures.append(_record_failure(pm, ep.name, source, exc))
             continue
         _apply_settings(plugin, ep.name, settings)
         try:
@@ -252,15 +257,50 @@ def _load_entry_points(
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
-            _record_failure(pm, ep.name, source, exc)
+            failures.append(_record_failure(pm, ep.name, source, exc))
+    return failures
 
 
-def _record_failure(pm: ThinkPluginManager, name: str, source: _Source, exc: BaseException) -> None:
-    logger.warning("plugin %r (%s) failed to load: %s", name, source.value, _error_text(exc))
+def _record_failure(
+    pm: ThinkPluginManager, name: str, source: _Source, exc: BaseException
+) -> tuple[PluginInfo, BaseException]:
     logger.debug("traceback of plugin %r", name, exc_info=exc)
-    pm.record_unloaded(
-        PluginInfo(name=name, status="failed", error=_error_text(exc), **asdict(source))
+    info = PluginInfo(name=name, status="failed", error=_error_text(exc), **asdict(source))
+    pm.record_unloaded(info)
+    return info, exc
+
+
+def _describe_failure(info: PluginInfo) -> str:
+    where = ", ".join(
+        part
+        for part in (
+            f"entry point {info.value}" if info.value else "",
+            f"distribution {info.distribution} {info.version or ''}".rstrip() if info.distribution else "",
+        )
+        if part
     )
+    return f"plugin {info.name!r} ({where}) failed to load: {info.error}"
+
+
+def _report_failures(failures: list[tuple[PluginInfo, BaseException]], mode: BrokenPlugins) -> None:
+    """Log each failure (``warn``), or stop with a :class:`PluginLoadError` naming them (``error``)."""
+    if not failures:
+        return
+    if mode == "warn":
+        for info, _ in failures:
+            logger.warning("%s; running without it", _describe_failure(info))
+        return
+    names = tuple(info.name for info, _ in failures)
+    message = (
+        "; ".join(_describe_failure(info) for info, _ in failures)
+        + ". The agent does not start without an installed plugin: fix or uninstall it, disable it "
+        f"(disable=[...] or THINK_DISABLE_PLUGINS={','.join(names)}), or start without broken plugins "
+        f"(broken_plugins='warn' or {BROKEN_PLUGINS_ENV}=warn)."
+    )
+    first, error = failures[0]
+    raise PluginLoadError(
+        first.name, error, distribution=first.distribution, failed=names, message=message
+    ) from error
 
 
 def build_plugin_manager(
@@ -269,26 +309,48 @@ def build_plugin_manager(
     disable: Iterable[str] = (),
     plugins: Iterable[object] = (),
     settings: Mapping[str, Any] | None = None,
+    broken_plugins: BrokenPlugins | None = None,
 ) -> ThinkPluginManager:
     """Build the plugin manager of one agent.
 
     Entry points of group ``think`` come first (unless ``load_entrypoints`` is false), then
     ``plugins`` in the given order — pluggy calls the last registered first, so explicit
     plugins run before installed ones. ``THINK_PLUGINS`` (allow-list, empty = none) and
-    ``THINK_DISABLE_PLUGINS`` / ``disable`` (deny-lists) name entry points.
+    ``THINK_DISABLE_PLUGINS`` / ``disable`` (deny-lists) name entry points; a name that matches
+    no installed entry point is a :class:`ConfigurationError`.
+
+    An entry point that fails to load raises :class:`PluginLoadError` once all were tried,
+    unless ``broken_plugins`` (default ``$THINK_BROKEN_PLUGINS``, else ``"error"``) is
+    ``"warn"``: then it is logged, listed as failed in ``plugin_infos``, and left out.
 
     Each plugin that declares ``settings_model`` gets ``plugin.settings`` validated from
-    ``settings[<plugin name>]``; invalid settings raise :class:`ConfigurationError`.
+    ``settings[<plugin name>]``; invalid settings, and a section that names no plugin, raise
+    :class:`ConfigurationError`.
     """
     settings = settings or {}
+    plugins = list(plugins)
+    mode = broken_plugins_mode(broken_plugins)
+    installed = installed_plugin_names()
+    disable = list(disable)
+    check_plugin_names(disable, installed, "disable")
     pm = ThinkPluginManager()
+    failures: list[tuple[PluginInfo, BaseException]] = []
     if load_entrypoints:
-        disabled = frozenset(disable) | (_env_names("THINK_DISABLE_PLUGINS") or frozenset())
-        _load_entry_points(pm, disabled, settings)
-    for plugin in plugins:
-        declared = getattr(plugin, "name", None)
-        name = declared if isinstance(declared, str) else pm.get_canonical_name(plugin)
+        allowed = env_names("THINK_PLUGINS")
+        env_disabled = env_names("THINK_DISABLE_PLUGINS") or frozenset()
+        check_plugin_names(allowed or (), installed, "$THINK_PLUGINS")
+        check_plugin_names(env_disabled, installed, "$THINK_DISABLE_PLUGINS")
+        failures = _load_entry_points(pm, frozenset(disable) | env_disabled, allowed, settings)
+    named = [(_plugin_name(pm, plugin), plugin) for plugin in plugins]
+    check_plugin_names(settings, installed | {name for name, _ in named}, "settings")
+    _report_failures(failures, mode)
+    for name, plugin in named:
         _apply_settings(plugin, name, settings)
         pm.register(plugin, name=name)
     pm.check_pending()
     return pm
+
+
+def _plugin_name(pm: ThinkPluginManager, plugin: object) -> str:
+    declared = getattr(plugin, "name", None)
+    return declared if isinstance(declared, str) else pm.get_canonical_name(plugin)

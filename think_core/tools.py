@@ -8,13 +8,17 @@ the call is handed to the client and answered with ``session.add_tool_result``.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 _SKIP_SCHEMA_KEYS = ("title",)
+
+P = ParamSpec("P")
+R = TypeVar("R", covariant=True)  # a Tool[P, int] is a Tool[P, object]
 
 
 class ToolAnnotations(BaseModel):
@@ -32,17 +36,23 @@ class ToolInputError(ValueError):
     """The model's arguments do not match the tool's schema."""
 
 
-class Tool:
-    """A callable the model can use. Build one with :func:`tool` or :meth:`Tool.client`."""
+class Tool(Generic[P, R]):
+    """A callable the model can use. Build one with :func:`tool` or :meth:`Tool.client`.
+
+    A tool made from a function keeps its type (``Tool[P, R]`` for ``Callable[P, R]``): calling
+    it calls the function, and ``__name__``, ``__doc__`` and ``__wrapped__`` are the function's.
+    """
 
     def __init__(
         self,
         name: str,
         description: str,
         parameters: dict[str, Any],
-        function: Callable[..., Any] | None = None,
+        function: Callable[P, R] | None = None,
         annotations: ToolAnnotations | None = None,
     ) -> None:
+        if function is not None:
+            functools.update_wrapper(self, function)
         self.name = name
         self.description = description
         self.parameters = parameters
@@ -59,7 +69,7 @@ class Tool:
         description: str = "",
         parameters: dict[str, Any] | None = None,
         **annotations: bool,
-    ) -> Tool:
+    ) -> Tool[..., Any]:
         """A tool the client executes: the turn ends with the call pending."""
         return cls(
             name,
@@ -85,10 +95,10 @@ class Tool:
             )
         return self._validator.validate(self.name, raw)
 
-    def __call__(self, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         if self.function is None:
             raise TypeError(f"client tool {self.name!r} has no implementation")
-        return self.function(**kwargs)
+        return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
         kind = "client " if self.is_client else ""
@@ -161,8 +171,9 @@ def _schema_for(function: Callable[..., Any]) -> dict[str, Any]:
     return _clean_schema(_signature_model(function).json_schema())
 
 
+@overload
 def tool(
-    function: Callable[..., Any] | None = None,
+    function: Callable[P, R],
     *,
     name: str | None = None,
     description: str | None = None,
@@ -170,11 +181,36 @@ def tool(
     destructive: bool = False,
     idempotent: bool = False,
     needs_approval: bool = False,
-) -> Any:
-    """Turn a typed function into a :class:`Tool`. Usable bare (``@tool``) or with options
-    (``@tool(read_only=True)``)."""
+) -> Tool[P, R]: ...
 
-    def build(fn: Callable[..., Any]) -> Tool:
+
+@overload
+def tool(
+    function: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    needs_approval: bool = False,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+
+
+def tool(
+    function: Callable[P, R] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    destructive: bool = False,
+    idempotent: bool = False,
+    needs_approval: bool = False,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Turn a typed function into a :class:`Tool`. Usable bare (``@tool``) or with options
+    (``@tool(read_only=True)``); either way the result keeps the function's type."""
+
+    def build(fn: Callable[P, R]) -> Tool[P, R]:
         return Tool(
             name=name or fn.__name__,
             description=description if description is not None else inspect.getdoc(fn) or "",

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validat
 
 from .events import Chunk, Usage
 from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
+from .tools import Tool
 
 Trigger = Literal[
     "chat", "stream", "save_messages", "submit", "continue", "auto_continue", "websocket", "http"
@@ -244,7 +245,8 @@ class ToolCallContext(_Context):
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
-    tool: Any
+    tool: Annotated[Tool, SkipValidation]
+    """The tool being called: ``ctx.tool.annotations.read_only``, ``ctx.tool.name``, ..."""
     messages: list[ModelMessage]
 
 
@@ -286,7 +288,8 @@ class ToolCallResultContext(_Context):
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
-    tool: Any = None
+    tool: Annotated[Tool | None, SkipValidation] = None
+    """The tool that was called (``None`` when the model named no known tool)."""
     messages: list[ModelMessage] = Field(default_factory=list)
     success: bool
     output: Any = None

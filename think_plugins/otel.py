@@ -1,6 +1,6 @@
 """Trace turns with OpenTelemetry, following the GenAI semantic conventions.
 
-Registered under the entry point ``otel`` (install ``think[otel]``). It uses the global tracer
+Registered under the entry point ``otel`` (install ``think-agent[otel]``). It uses the global tracer
 provider, as instrumentation libraries do: until the application configures an SDK, spans are
 no-ops costing a few dictionary operations per hook (there is no ``on_chunk``). Without
 ``opentelemetry-api`` it records nothing. A turn's spans::
@@ -135,7 +135,7 @@ class OTelTracing:
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
         self._tracer: Tracer | None = None
         if trace is None:
-            logger.info("otel: opentelemetry-api is not installed, nothing is traced (pip install 'think[otel]')")
+            logger.info("otel: opentelemetry-api is not installed, nothing is traced (pip install 'think-agent[otel]')")
         else:
             self._tracer = trace.get_tracer(__name__, tracer_provider=tracer_provider)
 

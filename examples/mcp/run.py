@@ -1,7 +1,7 @@
 """think with the tools of an MCP server, offline: a scripted model calls the tools of
 ``notes_server.py``, which think starts as a subprocess.
 
-    pip install 'think[mcp]'
+    pip install 'think-agent[mcp]'
     python examples/mcp/run.py
 
 The second turn runs in read-only mode: the bundled read-only guard blocks ``delete_note``

@@ -3,7 +3,7 @@
 Runs offline: a scripted model whose first call fails with a transient error (the step is
 retried), then asks for two weather look-ups at once, then answers. The application only
 configures the OpenTelemetry SDK; think's ``otel`` plugin (an entry point, installed with
-``think[otel]``) picks up the global tracer provider by itself.
+``think-agent[otel]``) picks up the global tracer provider by itself.
 
     pip install -e '.[otel]' opentelemetry-sdk
     python examples/otel/trace_a_turn.py
@@ -52,7 +52,7 @@ async def main() -> None:
         scripted_model(),
         tools=[get_weather],
         retry={"initial_delay": 0.05},
-        disable=["analytics"],  # keep the example from writing think-analytics.db
+        disable=["analytics"],  # keep the example from writing analytics of its own
         settings={"otel": {"agent_name": "weather-agent", "capture_content": True}},
     )
     if agent.plugin_manager.get_plugin("otel") is None:

@@ -106,7 +106,7 @@ async def test_all_five_load_from_entry_points_guard_before_cache(entry_points: 
     agent = make(tmp_path, ScriptedModel([]), Tools())
     infos = {info.name: info for info in agent.plugin_manager.plugin_infos}
     assert set(infos) == BUNDLED
-    assert all(info.status == "loaded" and info.distribution == "think" for info in infos.values())
+    assert all(info.status == "loaded" and info.distribution == "think-agent" for info in infos.values())
     order = [impl.plugin_name for impl in reversed(agent.plugin_manager.hook.before_tool_call.get_hookimpls())]
     assert order == ["readonly_guard", "otel", "tool_cache"]  # otel only observes (returns None)
     assert plugin(agent, "tool_cache").settings.backend == "sqlite"

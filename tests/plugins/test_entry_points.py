@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from think_core import ConfigurationError, ToolCallContext, block, hookimpl
+from think_core import ConfigurationError, PluginLoadError, ScriptedModel, Think, ToolCallContext, block, hookimpl
 from think_core.cli import main
 from think_core.dispatch import HookDispatcher
 from think_core.plugins import PluginInfo, build_plugin_manager
@@ -109,7 +109,7 @@ def test_all_entry_points_listed_and_loaded_when_unrestricted(
 ) -> None:
     monkeypatch.delenv("THINK_PLUGINS")
     with caplog.at_level(logging.WARNING, logger="think.plugins"):
-        pm = build_plugin_manager(disable=other_entry_points())
+        pm = build_plugin_manager(disable=other_entry_points(), broken_plugins="warn")
     infos = sample_infos(pm.plugin_infos)
     assert set(infos) == set(SAMPLE_NAMES)
 
@@ -340,7 +340,7 @@ def test_a_plugin_that_exits_while_loading_is_listed_as_failed(
 ) -> None:
     monkeypatch.setenv("THINK_PLUGINS", EXITING)
     with caplog.at_level(logging.WARNING, logger="think.plugins"):
-        pm = build_plugin_manager()
+        pm = build_plugin_manager(broken_plugins="warn")
     infos = {info.name: info for info in pm.plugin_infos if info.status != "disabled"}
     assert {name: (info.status, info.distribution) for name, info in infos.items()} == {
         "exits_on_import": ("failed", EXITING_DIST),
@@ -353,14 +353,16 @@ def test_a_plugin_that_exits_while_loading_is_listed_as_failed(
     assert pm.get_plugins() == set()
 
 
-async def test_an_agent_runs_although_a_plugin_exited_while_loading(
-    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("opt_out", ["argument", "environment"])
+async def test_an_agent_opting_out_runs_although_a_plugin_exited_while_loading(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch, opt_out: str
 ) -> None:
-    from think_core import Think
-    from think_core.models.scripted import ScriptedModel
-
     monkeypatch.setenv("THINK_PLUGINS", EXITING)
-    agent = Think(ScriptedModel(["still here"]))
+    if opt_out == "argument":
+        agent = Think(ScriptedModel(["still here"]), broken_plugins="warn")
+    else:
+        monkeypatch.setenv("THINK_BROKEN_PLUGINS", "warn")
+        agent = Think(ScriptedModel(["still here"]))
     try:
         result = await agent.session("s").chat("hello")
     finally:
@@ -395,3 +397,95 @@ def test_cli_lists_a_plugin_that_exits_while_loading(exiting_target: Path) -> No
     assert rows["exits_on_import"]["status"] == rows["exits_on_construct"]["status"] == "failed"
     assert rows["exits_on_import"]["error"] == "SystemExit: 3"
     assert "exits_on_import" in result.stderr and "exits_on_construct" in result.stderr
+
+
+# -- a broken plugin stops the agent unless the user opts out -------------------------------
+
+
+def test_a_plugin_that_fails_to_import_stops_the_agent(
+    sample_env: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THINK_PLUGINS", "sample_good,sample_broken")
+    with pytest.raises(PluginLoadError) as info:
+        Think(ScriptedModel(["never"]))
+    error = info.value
+    assert isinstance(error, ConfigurationError)
+    assert (error.plugin_name, error.distribution, error.hook, error.failed) == (
+        "sample_broken", SAMPLE_DIST, "load", ("sample_broken",),
+    )
+    assert isinstance(error.error, RuntimeError) and error.__cause__ is error.error
+    message = str(error)
+    assert "'sample_broken'" in message and f"distribution {SAMPLE_DIST} 0.3.1" in message
+    assert "entry point think_sample_plugin.broken" in message
+    assert "RuntimeError: sample_broken cannot be imported" in message
+    assert "THINK_BROKEN_PLUGINS=warn" in message and "THINK_DISABLE_PLUGINS=sample_broken" in message
+
+
+def test_plugins_that_exit_while_loading_stop_the_agent_naming_each(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THINK_PLUGINS", EXITING)
+    with pytest.raises(PluginLoadError) as info:
+        build_plugin_manager()
+    assert sorted(info.value.failed) == ["exits_on_construct", "exits_on_import"]
+    assert isinstance(info.value.error, SystemExit)
+    assert "SystemExit: 3" in str(info.value) and "exits_on_construct refuses to start" in str(info.value)
+
+
+def test_an_explicit_error_mode_wins_over_the_environment(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("THINK_PLUGINS", EXITING)
+    monkeypatch.setenv("THINK_BROKEN_PLUGINS", "warn")
+    with pytest.raises(PluginLoadError):
+        Think(ScriptedModel([]), broken_plugins="error")
+
+
+@pytest.mark.parametrize("value", ["ignore", ""])
+def test_an_unknown_broken_plugins_mode_is_a_configuration_error(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    if value:
+        monkeypatch.setenv("THINK_BROKEN_PLUGINS", value)
+        with pytest.raises(ConfigurationError, match=r"\$THINK_BROKEN_PLUGINS must be 'error' or 'warn', not 'ignore'"):
+            build_plugin_manager()
+    else:
+        with pytest.raises(ConfigurationError, match="broken_plugins must be 'error' or 'warn', not ''"):
+            build_plugin_manager(broken_plugins=value)  # type: ignore[arg-type]
+
+
+def test_cli_run_reports_a_broken_plugin_without_a_traceback(sample_target: Path, tmp_path: Path) -> None:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("THINK_") and k != "PYTHONPATH"}
+    environ.update(PYTHONPATH=str(sample_target), THINK_PLUGINS="sample_broken", THINK_HOME=str(tmp_path))
+    args = [sys.executable, "-m", "think_core.cli", "run", "hi", "--model", "demo", "--db", str(tmp_path / "t.db")]
+    done = subprocess.run(args, env=environ, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "'sample_broken'" in done.stderr and SAMPLE_DIST in done.stderr
+    assert "RuntimeError: sample_broken cannot be imported" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+    environ["THINK_BROKEN_PLUGINS"] = "warn"
+    done = subprocess.run(args, env=environ, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "sample_broken" in done.stderr and done.stdout.strip()
+
+
+def test_the_same_entry_point_listed_by_two_distributions_loads_once(
+    sample_env: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Stale metadata (an egg-info left from a distribution's earlier name) lists the same entry
+    points again; they are one plugin each, not a failure to register a second copy."""
+    stale = tmp_path_factory.mktemp("stale") / "sample_plugin"
+    shutil.copytree(SAMPLE_SOURCE, stale)
+    pyproject = stale / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace('name = "think-sample-plugin"', 'name = "think-sample-old"'))
+    monkeypatch.syspath_prepend(str(pip_install(tmp_path_factory, stale)))
+    importlib.invalidate_caches()
+    dists = {ep.dist.name for ep in importlib.metadata.entry_points(group="think") if ep.name == "sample_good" and ep.dist}
+    assert dists == {SAMPLE_DIST, "think-sample-old"}
+
+    monkeypatch.setenv("THINK_PLUGINS", "sample_good,sample_tracked")
+    pm = build_plugin_manager()
+    loaded = [info.name for info in pm.plugin_infos if info.status == "loaded"]
+    assert sorted(loaded) == ["sample_good", "sample_tracked"]
+    assert not [info for info in pm.plugin_infos if info.status == "failed"]

@@ -436,7 +436,7 @@ def test_the_engine_does_not_import_the_sdk() -> None:
 def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else find_spec(name, *a))
-    with pytest.raises(MissingMCPExtra, match=r"pip install 'think\[mcp\]'"):
+    with pytest.raises(MissingMCPExtra, match=r"pip install 'think-agent\[mcp\]'"):
         MCPServer.stdio("x")
 
 

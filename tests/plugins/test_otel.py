@@ -442,7 +442,7 @@ async def test_discovered_through_the_real_entry_point(monkeypatch: pytest.Monke
     agent = Think(ScriptedModel(["hi"]), settings={"otel": {"capture_content": True, "agent_name": "helper"}})
     infos = {info.name: info for info in agent.plugin_manager.plugin_infos}
     otel = infos["otel"]
-    assert (otel.status, otel.distribution, otel.value) == ("loaded", "think", "think_plugins.otel:OTelTracing")
+    assert (otel.status, otel.distribution, otel.value) == ("loaded", "think-agent", "think_plugins.otel:OTelTracing")
     assert set(otel.hooks) == {
         "before_turn", "before_step", "classify_chat_error", "before_tool_call", "after_tool_call",
         "on_step_finish", "on_chat_error", "on_chat_response",

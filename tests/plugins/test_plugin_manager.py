@@ -178,8 +178,13 @@ class Limited:
 
 def test_settings_are_validated_into_the_plugin() -> None:
     plugin = Limited()
-    build(plugin, settings={"limited": {"limit": "5"}, "someone_else": {"x": 1}})
+    build(plugin, settings={"limited": {"limit": "5"}, "analytics": {"x": 1}})  # an installed plugin's section
     assert plugin.settings == LimitSettings(limit=5, label="default")  # type: ignore[attr-defined]
+
+
+def test_a_settings_section_that_names_no_plugin_is_an_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"settings: no plugin named 'limted' \(did you mean 'limited'\?\)"):
+        build(Limited(), settings={"limted": {"limit": 5}})
 
 
 def test_missing_section_gives_defaults() -> None:

@@ -112,6 +112,18 @@ def test_sessions(store: SQLiteStore) -> None:
     assert store.list_sessions() == ["b", "a", "c"]
 
 
+def test_session_summaries_most_recently_active_first(store: SQLiteStore) -> None:
+    store.append_messages("old", [msg("o1"), msg("o2")])
+    store.ensure_session("empty")
+    store.append_messages("new", [msg("n1")])
+    store.upsert_message("old", msg("o1", "edited"))  # an update is activity too
+    rows = store.session_summaries()
+    assert [(r.session_id, r.messages) for r in rows] == [("old", 2), ("new", 1), ("empty", 0)]
+    empty = rows[2]
+    assert empty.updated_at == empty.created_at
+    assert rows[0].updated_at >= rows[1].updated_at >= rows[0].created_at
+
+
 # ---------------------------------------------------------------- messages
 
 

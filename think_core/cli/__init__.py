@@ -12,16 +12,22 @@ import argparse
 import asyncio
 import functools
 import importlib
+import importlib.metadata
 import inspect
+import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from ..dispatch import HookDispatcher
+from ..dispatch import HookDispatcher, tracing_enabled
 from ..errors import ConfigurationError
+from ..markers import DISTRIBUTION
 from ..plugins import ThinkPluginManager, build_plugin_manager
 from .config import load_config
 
-__all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command"]
+__all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command", "version"]
+
+VERBOSE_HELP = "log more on stderr: -v info, -vv debug (THINK_TRACE_PLUGINS=1 adds each hook call)"
+_handler: logging.Handler | None = None  # the stderr handler configure_logging installed
 
 # subcommand → module under think_core.cli
 _COMMANDS = {
@@ -30,13 +36,25 @@ _COMMANDS = {
     "chat": "chat",
     "serve": "serve",
     "plugins": "plugins_cmd",
+    "sessions": "sessions",
+    "history": "history",
 }
+
+
+def version() -> str:
+    """The installed version of the distribution (``unknown`` when run from a source tree)."""
+    try:
+        return importlib.metadata.version(DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def build_parser(*, plugin_commands: bool = True) -> argparse.ArgumentParser:
     """The ``think`` parser: the built-in commands, and the plugins' unless ``plugin_commands``
     is false (which spares importing the plugins when a built-in command is run)."""
     parser = argparse.ArgumentParser(prog="think", description="think: a pluggy-based agent turn engine")
+    parser.add_argument("--version", action="version", version=f"think, version {version()} ({DISTRIBUTION})")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help=VERBOSE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command, module_name in _COMMANDS.items():
         module = importlib.import_module(f"{__name__}.{module_name}")
@@ -48,6 +66,8 @@ def build_parser(*, plugin_commands: bool = True) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the examples' lines
         )
         module.add_arguments(sp)
+        # Also after the command (think run -v ...); SUPPRESS keeps a `think -v run` count.
+        sp.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         sp.set_defaults(func=module.run)
     if plugin_commands:
         pm = _command_plugins()
@@ -62,7 +82,8 @@ def _command_plugins() -> ThinkPluginManager | None:
     (reported on stderr: the built-in commands still work, and say what is wrong)."""
     try:
         config = load_config(None)
-        return build_plugin_manager(disable=config.think.disable, settings=config.plugins)
+        # A broken plugin stops the agent that needs it, not the commands of the others.
+        return build_plugin_manager(disable=config.think.disable, settings=config.plugins, broken_plugins="warn")
     except ConfigurationError as exc:
         print(f"think: plugin commands are unavailable: {exc}", file=sys.stderr)
         return None
@@ -88,18 +109,42 @@ def plugin_command(pm: ThinkPluginManager, argv: Sequence[str]) -> Callable[[], 
     return None if func is None else functools.partial(func, args)
 
 
+def configure_logging(verbose: int) -> None:
+    """Show think's log records on stderr: INFO with ``-v``, DEBUG with ``-vv``, and the hook
+    trace when ``THINK_TRACE_PLUGINS`` is set. Without either, logging is left as it is (Python
+    shows warnings on stderr by itself)."""
+    global _handler
+    trace = tracing_enabled()
+    if not verbose and not trace:
+        return
+    think_logger = logging.getLogger("think")
+    if _handler is not None:
+        think_logger.removeHandler(_handler)
+    _handler = logging.StreamHandler(sys.stderr)
+    _handler.setFormatter(logging.Formatter("think: %(levelname)s %(name)s: %(message)s"))
+    think_logger.addHandler(_handler)
+    think_logger.setLevel(logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    if trace:
+        logging.getLogger("think.plugins.trace").setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     parser = build_parser(plugin_commands=command not in _COMMANDS)
     args = parser.parse_args(argv)
+    configure_logging(getattr(args, "verbose", 0))
     func = getattr(args, "func", None)
     if func is None:
         parser.print_help()
         return 2
-    result = func(args)
-    if inspect.iscoroutine(result):
-        result = asyncio.run(result)
+    try:
+        result = func(args)
+        if inspect.iscoroutine(result):
+            result = asyncio.run(result)
+    except ConfigurationError as exc:  # the user's to fix: what is wrong, not where in the code
+        print(f"think: {exc}", file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

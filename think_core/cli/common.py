@@ -8,11 +8,13 @@ from typing import Any
 
 from ..agent import Think
 from ..errors import ConfigurationError
+from ..paths import data_dir
+from ..plugin_names import check_plugin_names, installed_plugin_names
 from .config import load_config
+from .stored import DEFAULT_DB
 
 DEFAULT_MODEL_ENV = "THINK_MODEL"
 DEMO_MODEL = "demo"  # the offline scripted model and tools of `think demo`
-DEFAULT_DB = "think.db"
 DEFAULT_MAX_STEPS = 10
 
 
@@ -24,11 +26,39 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         '"openai-compatible:NAME@URL", or "demo" '
         f"(offline, scripted) (default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
-    parser.add_argument("--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB})")
+    parser.add_argument(
+        "--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB} in think's data directory, $THINK_HOME)"
+    )
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")
     parser.add_argument("--max-steps", type=int, default=None, help=f"model steps per turn at most (default: {DEFAULT_MAX_STEPS})")
     parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
+
+
+def default_db() -> str:
+    """Where conversations go when no ``--db`` is named: the data directory (made if need be),
+    like llm's ``logs.db``, so that running a command writes nothing into the current folder."""
+    return str(data_dir(create=True) / DEFAULT_DB)
+
+
+def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugins",
+        default=None,
+        metavar="A,B",
+        help="load only these entry-point plugins (sets THINK_PLUGINS for this process)",
+    )
+
+
+def agent_from_args(args: argparse.Namespace) -> Think:
+    """The agent described by the shared agent options and ``--plugins``."""
+    if getattr(args, "plugins", None) is not None:
+        if args.no_plugins:
+            raise ConfigurationError("--plugins and --no-plugins contradict each other")
+        names = [name.strip() for name in args.plugins.split(",") if name.strip()]
+        check_plugin_names(names, installed_plugin_names(), "--plugins")
+        os.environ["THINK_PLUGINS"] = args.plugins
+    return build_agent(args)
 
 
 def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[str, Any]]:
@@ -37,13 +67,14 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
     config = load_config(getattr(args, "config", None))
     section = config.think
     args.model = args.model or os.environ.get(DEFAULT_MODEL_ENV) or section.model
-    args.db = args.db or section.db or DEFAULT_DB
+    args.db = args.db or section.db or default_db()
     kwargs: dict[str, Any] = {
         "store": args.db,
         "load_entrypoints": not args.no_plugins,
         "max_steps": args.max_steps or section.max_steps or DEFAULT_MAX_STEPS,
         "settings": config.plugins,
         "disable": section.disable,
+        "broken_plugins": section.broken_plugins,
     }
     mcp_servers = config.mcp.build()
     if mcp_servers:

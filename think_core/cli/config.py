@@ -8,6 +8,7 @@
     db = "chats.db"
     max_steps = 8
     disable = ["analytics"]              # entry-point plugins not to load
+    broken_plugins = "warn"              # run without an installed plugin that fails to load
     context_overflow = { reactive = true }
 
     [plugins.tool_cache]                 # each plugin's settings, validated by its own model
@@ -27,12 +28,13 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigurationError
 from ..mcp.config import MCPConfig
+from ..plugin_names import check_plugin_names, installed_plugin_names
 
 DEFAULT_PATH = "think.toml"
 
@@ -47,6 +49,7 @@ class AgentSection(BaseModel):
     db: str | None = None
     max_steps: int | None = Field(None, ge=1)
     disable: list[str] = Field(default_factory=list)
+    broken_plugins: Literal["error", "warn"] | None = None
     context_overflow: dict[str, Any] | None = None
     retry: dict[str, Any] | None = None
     compaction: dict[str, Any] | None = None
@@ -59,6 +62,12 @@ class ThinkConfig(BaseModel):
     plugins: dict[str, dict[str, Any]] = Field(default_factory=dict)
     mcp: MCPConfig = Field(default_factory=MCPConfig)
     path: str | None = None
+
+    def check_plugin_names(self) -> None:
+        """Every ``[plugins.NAME]`` section and ``disable`` entry names an installed plugin."""
+        installed = installed_plugin_names()
+        check_plugin_names(self.think.disable, installed, f"{self.path}: [think] disable")
+        check_plugin_names(self.plugins, installed, f"{self.path}: [plugins.NAME]")
 
 
 def load_config(path: str | None = None) -> ThinkConfig:
@@ -82,4 +91,5 @@ def load_config(path: str | None = None) -> ThinkConfig:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
         raise ConfigurationError(f"invalid config file {str(candidate)!r}: {problems}") from exc
     config.path = str(candidate)
+    config.check_plugin_names()
     return config

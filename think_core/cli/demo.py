@@ -172,13 +172,20 @@ TURNS = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=None, help="SQLite file for the conversation (default: a temporary directory)")
+    parser.add_argument("--db", default=None, help="SQLite file for the conversation, analytics.db beside it (default: temporary, removed afterwards)")
     parser.add_argument("--plain", action="store_true", help="plain text output (no colours)")
 
 
 async def run(args: argparse.Namespace) -> int:
-    workdir = Path(args.db).parent if args.db else Path(tempfile.mkdtemp(prefix="think-demo-"))
-    db = Path(args.db) if args.db else workdir / "conversation.db"
+    if args.db:
+        return await _run(args, Path(args.db))
+    # Nothing asked to be kept: the demo's files live as long as the demo.
+    with tempfile.TemporaryDirectory(prefix="think-demo-") as workdir:
+        return await _run(args, Path(workdir) / "conversation.db")
+
+
+async def _run(args: argparse.Namespace, db: Path) -> int:
+    workdir = db.parent
     analytics_db = workdir / "analytics.db"
     timeline = Timeline()
     agent = Think(
@@ -225,8 +232,11 @@ async def run(args: argparse.Namespace) -> int:
         outcome = report()
         if inspect.isawaitable(outcome):
             await outcome
-    out.note(f"conversation stored in {db}")
-    out.note(f"analytics stored in {analytics_db} (see: think analytics report --db {analytics_db})")
+    if args.db:
+        out.note(f"conversation stored in {db}")
+        out.note(f"analytics stored in {analytics_db} (see: think analytics report --db {analytics_db})")
+    else:
+        out.note("the demo's conversation and analytics were temporary (think demo --db FILE keeps them)")
     return 0
 
 

@@ -3,7 +3,8 @@
 Builds a plugin manager the way an agent would (entry points of group ``think``, with
 ``THINK_PLUGINS`` / ``THINK_DISABLE_PLUGINS`` and think.toml's ``disable`` list and plugin
 settings applied), so what it shows is what ``think run/chat/serve`` started from the same
-folder and environment would load.
+folder and environment would load. A plugin that fails to load is listed as ``failed`` (with
+its error) instead of stopping the listing.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def _print_table(rows: list[dict[str, object]]) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
-        pm = build_plugin_manager(disable=config.think.disable, settings=config.plugins)
+        # Listing is where a broken plugin is looked at, so it is shown rather than raised.
+        pm = build_plugin_manager(disable=config.think.disable, settings=config.plugins, broken_plugins="warn")
     except ConfigurationError as exc:
         print(f"think plugins: {exc}", file=sys.stderr)
         return 1

@@ -19,35 +19,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
 import re
 import signal
 import sys
 from collections.abc import Iterator
 from typing import Any
 
-from ..agent import Think
 from ..errors import ConfigurationError
-from .common import add_agent_arguments, build_agent
+from ..markers import DISTRIBUTION
+from .common import add_agent_arguments, add_plugin_arguments, agent_from_args
 
-
-#: ``--model demo``: the offline scripted model of ``think demo``, with its tools.
-def add_plugin_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--plugins",
-        default=None,
-        metavar="A,B",
-        help="load only these entry-point plugins (sets THINK_PLUGINS for this process)",
-    )
-
-
-def agent_from_args(args: argparse.Namespace) -> Think:
-    """The agent described by the shared agent options; ``--model demo`` needs no network."""
-    if getattr(args, "plugins", None) is not None:
-        if args.no_plugins:
-            raise ConfigurationError("--plugins and --no-plugins contradict each other")
-        os.environ["THINK_PLUGINS"] = args.plugins
-    return build_agent(args)
+__all__ = ["add_arguments", "add_plugin_arguments", "agent_from_args", "byte_size", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +72,7 @@ async def run(args: argparse.Namespace) -> int:
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
         from ..server.logs import uvicorn_log_config
     except ImportError as exc:
-        print(f"think serve: the server extra is not installed ({exc.name}); install the server extra (from a checkout: pip install -e '.[server]')", file=sys.stderr)
+        print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
         return 2
     try:
         agent = agent_from_args(args)

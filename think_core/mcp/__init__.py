@@ -1,4 +1,4 @@
-"""Tools from MCP servers (the ``mcp`` extra: ``pip install 'think[mcp]'``).
+"""Tools from MCP servers (the ``mcp`` extra: ``pip install 'think-agent[mcp]'``).
 
 ::
 

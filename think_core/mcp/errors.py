@@ -24,4 +24,4 @@ class MissingMCPExtra(ConfigurationError):
     """The ``mcp`` package is not installed."""
 
     def __init__(self) -> None:
-        super().__init__("MCP servers need the 'mcp' package: pip install 'think[mcp]'")
+        super().__init__("MCP servers need the 'mcp' package: pip install 'think-agent[mcp]'")

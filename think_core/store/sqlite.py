@@ -18,7 +18,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..types import UIMessage
 from ._sqlite_connection import SCHEMA_VERSION, _dumps
@@ -26,7 +26,16 @@ from ._sqlite_submissions import SubmissionRows
 from .base import Compaction
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
 
-__all__ = ["SCHEMA_VERSION", "SQLiteStore"]
+__all__ = ["SCHEMA_VERSION", "SQLiteStore", "SessionSummary"]
+
+
+class SessionSummary(NamedTuple):
+    """One row of :meth:`SQLiteStore.session_summaries` (times are Unix seconds)."""
+
+    session_id: str
+    created_at: float
+    updated_at: float
+    messages: int
 
 
 class SQLiteStore(SubmissionRows):
@@ -45,6 +54,16 @@ class SQLiteStore(SubmissionRows):
         with self._read() as conn:
             rows = conn.execute("SELECT session_id FROM sessions ORDER BY rowid").fetchall()
         return [r[0] for r in rows]
+
+    def session_summaries(self) -> list[SessionSummary]:
+        """Every session with its message count and last activity, most recently active first."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT s.session_id, s.created_at, COUNT(m.seq), MAX(m.updated_at) "
+                "FROM sessions s LEFT JOIN messages m ON m.session_id = s.session_id "
+                "GROUP BY s.session_id ORDER BY COALESCE(MAX(m.updated_at), s.created_at) DESC, s.rowid DESC"
+            ).fetchall()
+        return [SessionSummary(r[0], r[1], r[3] if r[3] is not None else r[1], r[2]) for r in rows]
 
     # ------------------------------------------------------------------ messages
 

@@ -28,8 +28,8 @@ Turn latency
     unknown and recorded as ``-1``; reports ignore negative latencies.
 
 Sinks (``sink`` setting)
-    ``sqlite`` (default, ``path`` or ``think-analytics.db``) and ``jsonl`` (``path`` or
-    ``think-analytics.jsonl``) are written after each turn by a background task (in a worker
+    ``sqlite`` (default, ``path`` or ``analytics.db`` in think's data directory,
+    :func:`think_core.data_dir`) and ``jsonl`` (``path`` or ``analytics.jsonl`` there) are written after each turn by a background task (in a worker
     thread), which no turn waits for. ``http`` (``url``) is written by a background task: points are
     POSTed in batches of ``batch_size`` as ``{"points": [...]}``, retried with exponential
     backoff on connection errors, 408, 425, 429 and 5xx, and dropped with a logged warning once
@@ -50,7 +50,7 @@ Modules: :mod:`~think_plugins.analytics.plugin` (the hooks and the queue),
 from __future__ import annotations
 
 from .plugin import Analytics
-from .settings import DEFAULT_DB_PATH, DEFAULT_JSONL_PATH, AnalyticsSettings
+from .settings import AnalyticsSettings, default_db_path, default_jsonl_path
 from .sinks import (
     DataPoint,
     HTTPSink,
@@ -72,9 +72,9 @@ __all__ = [
     "SQLiteSink",
     "Sink",
     "SinkError",
-    "DEFAULT_DB_PATH",
-    "DEFAULT_JSONL_PATH",
     "build_sink",
+    "default_db_path",
+    "default_jsonl_path",
     "read_jsonl_points",
     "read_sqlite_points",
 ]

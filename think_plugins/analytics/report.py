@@ -1,7 +1,7 @@
 """Reports of the analytics plugin: ``think analytics report [--db PATH | --jsonl PATH] [--json] [--plain]``.
 
 Reads the points written by the ``analytics`` plugin's SQLite sink (default
-``think-analytics.db``) or JSONL sink and prints: calls per tool with outcomes, error rate and
+``analytics.db`` in think's data directory) or JSONL sink and prints: calls per tool with outcomes, error rate and
 p50/p95 duration; turns by status with p50/p95 latency and mean tokens per turn; the cache hit
 rate. Percentiles use the nearest-rank method. Durations are over real executions (executed and
 failed calls): blocked and substituted calls take no time and would hide the tool's latency.
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .settings import DEFAULT_DB_PATH
+from .settings import default_db_path
 from .sinks import read_jsonl_points, read_sqlite_points
 
 __all__ = ["percentile", "print_summary", "register", "run", "summarize"]
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub = parser.add_subparsers(dest="analytics_command", metavar="ACTION")
     report = sub.add_parser("report", help="summarise recorded data points")
     source = report.add_mutually_exclusive_group()
-    source.add_argument("--db", help=f"SQLite file of the sqlite sink (default: {DEFAULT_DB_PATH})")
+    source.add_argument("--db", help="SQLite file of the sqlite sink (default: analytics.db in think's data directory)")
     source.add_argument("--jsonl", help="file of the jsonl sink")
     report.add_argument("--json", action="store_true", help="print the summary as JSON")
     report.add_argument("--plain", action="store_true", help="plain text tables (no colours)")
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         if args.jsonl:
             points = read_jsonl_points(args.jsonl)
         else:
-            path = args.db or DEFAULT_DB_PATH
+            path = args.db or str(default_db_path())
             if not Path(path).is_file():
                 print(f"think analytics: no analytics database at {path}", file=sys.stderr)
                 return 1

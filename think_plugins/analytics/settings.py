@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["DEFAULT_DB_PATH", "DEFAULT_JSONL_PATH", "AnalyticsSettings"]
+from think_core import data_dir
 
-DEFAULT_DB_PATH = "think-analytics.db"
-DEFAULT_JSONL_PATH = "think-analytics.jsonl"
+__all__ = ["AnalyticsSettings", "default_db_path", "default_jsonl_path"]
+
+
+def default_db_path() -> Path:
+    """The ``sqlite`` sink's file when no ``path`` is set: ``analytics.db`` in think's data
+    directory (``$THINK_HOME``, else e.g. ``~/.local/share/think``), never the current directory."""
+    return data_dir() / "analytics.db"
+
+
+def default_jsonl_path() -> Path:
+    """The ``jsonl`` sink's file when no ``path`` is set, beside :func:`default_db_path`."""
+    return data_dir() / "analytics.jsonl"
 
 
 class AnalyticsSettings(BaseModel):
-    """Settings of ``analytics``. The defaults write to ``think-analytics.db`` in the cwd."""
+    """Settings of ``analytics``. The defaults write to ``analytics.db`` in think's data directory."""
 
     model_config = ConfigDict(extra="forbid")
 

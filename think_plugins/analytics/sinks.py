@@ -13,7 +13,7 @@ from typing import Literal, Protocol, TypedDict
 
 import httpx
 
-from .settings import DEFAULT_DB_PATH, DEFAULT_JSONL_PATH, AnalyticsSettings
+from .settings import AnalyticsSettings, default_db_path, default_jsonl_path
 
 __all__ = [
     "DataPoint",
@@ -79,12 +79,17 @@ class SQLiteSink:
 
     background = False
 
-    def __init__(self, path: str, busy_timeout_ms: int = 5000) -> None:
+    def __init__(self, path: str, busy_timeout_ms: int = 5000, *, make_parent: bool = False) -> None:
         self.path = path
         self.busy_timeout_ms = busy_timeout_ms
+        # The default file's directory (think's data directory) is made on the first write; a
+        # path the user named is written as named.
+        self._make_parent = make_parent
         self._schema_ready = False
 
     def _write(self, points: list[DataPoint]) -> None:
+        if self._make_parent and not self._schema_ready:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with closing(sqlite3.connect(self.path, timeout=self.busy_timeout_ms / 1000)) as conn:
             if not self._schema_ready:
                 conn.execute("PRAGMA journal_mode = WAL")  # persistent: set once per file
@@ -118,11 +123,14 @@ class JSONLSink:
 
     background = False
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, make_parent: bool = False) -> None:
         self.path = path
+        self._make_parent = make_parent  # as SQLiteSink's
 
     def _write(self, points: list[DataPoint]) -> None:
         text = "".join(json.dumps(p, separators=(",", ":")) + "\n" for p in points)
+        if self._make_parent:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as handle:
             handle.write(text)
 
@@ -190,8 +198,12 @@ def build_sink(settings: AnalyticsSettings) -> Sink:
     if settings.sink == "http":
         return HTTPSink(settings)
     if settings.sink == "jsonl":
-        return JSONLSink(settings.path or DEFAULT_JSONL_PATH)
-    return SQLiteSink(settings.path or DEFAULT_DB_PATH)
+        if settings.path:
+            return JSONLSink(settings.path)
+        return JSONLSink(str(default_jsonl_path()), make_parent=True)
+    if settings.path:
+        return SQLiteSink(settings.path)
+    return SQLiteSink(str(default_db_path()), make_parent=True)
 
 
 def read_sqlite_points(path: str | Path) -> list[DataPoint]:
