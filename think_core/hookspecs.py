@@ -176,7 +176,8 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
         ``tool_call_id``, ``tool_name``, ``input`` — the model's original input — ``tool``,
         ``messages``) plus ``success``
         (``False`` only when execution or the decision hook raised), ``output``, ``error``,
-        ``duration_ms`` and ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``).
+        ``duration_ms``, ``decision`` (``"allow"``, ``"block"`` or ``"substitute"``) and
+        ``decided_by`` (the plugin whose ``before_tool_call`` decided; ``None`` when none did).
     :returns: ignored.
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and

@@ -126,7 +126,7 @@ class ToolCallRunner:
             messages=messages,
         )
         try:
-            verdict = await self.hooks.before_tool_call(ctx)
+            verdict, decided_by = await self.hooks.decide_tool_call(ctx)
         except Exception as exc:
             # The error names the plugin (PluginError); the call fails, the turn goes on.
             logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
@@ -136,10 +136,12 @@ class ToolCallRunner:
         if verdict is not None and verdict.action == "block":
             decision = "block"
             output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
-            return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by
+            )
         if verdict is not None and verdict.action == "substitute":
             return await self._finish(
-                step_number, call, tool, messages, started, "substitute", output=verdict.output
+                step_number, call, tool, messages, started, "substitute", output=verdict.output, decided_by=decided_by
             )
         run_input = verdict.input if verdict is not None and verdict.input is not None else validated
         try:
@@ -147,8 +149,10 @@ class ToolCallRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return await self._finish(step_number, call, tool, messages, started, decision, error=_describe(exc))
-        return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, error=_describe(exc), decided_by=decided_by
+            )
+        return await self._finish(step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by)
 
     async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
         function = tool.function
@@ -188,6 +192,7 @@ class ToolCallRunner:
         *,
         output: Any = None,
         error: str | None = None,
+        decided_by: str | None = None,
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
@@ -211,6 +216,7 @@ class ToolCallRunner:
                 error=error,
                 duration_ms=duration_ms,
                 decision=decision,
+                decided_by=decided_by,
             )
         )
         if self.hooks.chunk_observers:

@@ -291,6 +291,8 @@ class ToolCallResultContext(_Context):
     error: str | None = None
     duration_ms: float = 0.0
     decision: ToolDecisionAction = "allow"
+    #: The plugin whose ``before_tool_call`` decided (``None``: no plugin had an opinion).
+    decided_by: str | None = None
 
 
 class ChatResponseResult(_Context):
