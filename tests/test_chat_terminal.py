@@ -141,3 +141,20 @@ async def test_provider_retries_and_their_waits_are_shown(tmp_path):
     assert "retrying in 1.0 s after 429 (attempt 1): openai-compatible HTTP 429: Rate limit reached" in text, text
     assert "Fine now." in text
     assert len(server.requests) == 2
+
+
+async def test_history_shows_the_error_of_a_turn_that_failed_before_any_output(tmp_path):
+    async with LoopbackServer() as server:
+        server.enqueue(Reply.json({"error": {"message": "Incorrect API key provided: sk-bad.", "type": "invalid_request_error"}}, status=401))
+        process = await asyncio.create_subprocess_exec(
+            *CHAT, "--model", f"openai-compatible:m@{server.url}/v1", "--db", str(tmp_path / "e.db"), "--no-plugins",
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**ENV, "OPENAI_COMPATIBLE_API_KEY": "sk-bad"},
+        )
+        out, err = await asyncio.wait_for(process.communicate(b"hi\n/history\n/quit\n"), 60)
+    assert process.returncode == 0, err.decode()
+    turn, history = out.decode().split("you> ")[1:3]
+    assert "error: openai-compatible HTTP 401: Incorrect API key provided" in turn
+    lines = history.splitlines()
+    assert lines[0] == "user: hi"
+    assert lines[1].startswith("  error: openai-compatible HTTP 401: Incorrect API key provided: sk-bad.")

@@ -196,11 +196,22 @@ class TurnRunner:
 
     async def _persist(self, builder: AssistantMessageBuilder) -> UIMessage | None:
         if not builder.has_content():
+            if builder.error_text is not None:
+                await self._note_error(builder.error_text)
             return None
         message = builder.message()
         await self.db.upsert_message(self.session.id, message)
         builder.persisted = message
         return message
+
+    async def _note_error(self, error_text: str) -> None:
+        """A turn that failed before any output leaves no answer; its error goes into the
+        ``metadata["error"]`` of the message it answered, so that the failure (a bad key, an
+        unknown model, a provider that is down) is still in the conversation after a reload."""
+        messages = await self.db.list_messages(self.session.id)
+        if messages:
+            last = messages[-1]
+            await self.db.upsert_message(self.session.id, last.model_copy(update={"metadata": {**(last.metadata or {}), "error": error_text}}))
 
 
 def _absorb_cancel(handle: ActiveTurn) -> bool:

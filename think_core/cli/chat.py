@@ -218,15 +218,16 @@ class ChatREPL:
         for message in messages:
             if message.role != "assistant":
                 self.console.print(f"[bold blue]{message.role}[/]: {_escape(message.text)}", highlight=False)
-                continue
-            self.console.print("[bold green]assistant[/]:", highlight=False)
-            for number, step in enumerate(split_steps(message.parts), start=1):
-                self.console.print(f"  [dim]step {number}[/]", highlight=False)
-                for part in step:
-                    self._history_part(part)
+            else:
+                self.console.print("[bold green]assistant[/]:", highlight=False)
+                for number, step in enumerate(split_steps(message.parts), start=1):
+                    self.console.print(f"  [dim]step {number}[/]", highlight=False)
+                    for part in step:
+                        self._history_part(part)
+            # A failed turn's error: on its partial answer, or on the message it answered.
             error = (message.metadata or {}).get("error")
             if error:
-                self.console.print(f"    [red]error:[/] {_escape(str(error))}", highlight=False)
+                self.console.print(f"  [red]error:[/] {_escape(str(error))}", highlight=False)
 
     def _history_part(self, part: dict[str, Any]) -> None:
         kind = part.get("type")
