@@ -6,6 +6,7 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, block
 from .agent import Think
 from .errors import (
     ConfigurationError,
+    HookTimeout,
     NestedTurnError,
     PluginError,
     PluginResultError,
@@ -28,7 +29,9 @@ from .events import (
 from .markers import PROJECT, hookimpl, hookspec
 from .messages import user_message
 from .models.anthropic import AnthropicModel
+from .models.gemini import GeminiModel
 from .models.openai import OpenAIChatModel
+from .models.openai_responses import OpenAIResponsesModel
 from .models.resolve import resolve_model
 from .models.scripted import ScriptedModel, Step
 from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
@@ -60,7 +63,9 @@ from .types import (
 __all__ = [
     "PROJECT",
     "AnthropicModel",
+    "GeminiModel",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "ScriptedModel",
     "Step",
     "resolve_model",
@@ -78,6 +83,7 @@ __all__ = [
     "ChunkContext",
     "ConfigurationError",
     "Finish",
+    "HookTimeout",
     "NestedTurnError",
     "PluginError",
     "PluginResultError",

@@ -11,6 +11,7 @@ from typing import Any
 
 from .compaction import Compactor, Summarizer
 from .dispatch import HookDispatcher
+from .hook_limits import DEFAULT_HOOK_TIMEOUT
 from .mcp import MCPServer, MCPTools
 from .models._http import SharedClient
 from .plugins import build_plugin_manager
@@ -29,7 +30,8 @@ class Think:
     """An agent. One plugin manager per agent, so two agents in one process can differ.
 
     :param model: a :class:`~think_core.models.base.Model` or a model string
-        (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"openai-compatible:NAME@URL"``).
+        (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"google:gemini-2.5-flash"``,
+        ``"openai-responses:NAME"``, ``"openai-compatible:NAME@URL"``).
     :param system: the system prompt.
     :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``) and
         :class:`~think_core.mcp.MCPServer` objects (their tools are added when a session opens).
@@ -51,6 +53,10 @@ class Think:
         model to summarise compacted messages.
     :param max_idle_sessions: idle sessions kept in memory (least recently used dropped first;
         a dropped session is reopened on next use, and ``configure_session`` fires again).
+    :param hook_timeout: seconds a hook implementation may take (``None``: no limit); a plugin
+        may set its own (``hook_timeout`` in its settings section, its settings model, or as an
+        attribute). An implementation past its limit fails under its hook's failure policy: a
+        ``before_tool_call`` blocks the call, an observer is logged and skipped.
     :param submission_lease: seconds a running durable submission stays claimed without a
         heartbeat; after that, a process that opens the session recovers it (its owner died).
     """
@@ -74,6 +80,7 @@ class Think:
         summarizer: Summarizer | None = None,
         submission_lease: float = 30.0,
         max_idle_sessions: int = 1000,
+        hook_timeout: float | None = DEFAULT_HOOK_TIMEOUT,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
         # Models built from strings share one HTTP client (connection reuse), closed by aclose().
@@ -103,7 +110,7 @@ class Think:
         self.plugin_manager = build_plugin_manager(
             load_entrypoints=load_entrypoints, disable=disable, plugins=plugins, settings=self.settings
         )
-        self.hooks = HookDispatcher(self.plugin_manager)
+        self.hooks = HookDispatcher(self.plugin_manager, hook_timeout=hook_timeout, settings=self.settings)
         self.store: Store = open_store(store)
         self.db = AsyncStore(self.store)  # what the engine awaits: store calls off the event loop
         # Sessions in use (a running turn, a drain, a server connection) are found through weak

@@ -19,6 +19,14 @@ whether the first result wins and what a failure means:
 
 Only ``Exception`` is ever caught, so cancellation always propagates.
 
+Time limits (:mod:`think_core.hook_limits`): an awaited implementation that does not answer
+within its plugin's limit is cancelled and fails with :class:`~think_core.errors.HookTimeout`
+under the hook's policy. A plain ``def`` cannot be interrupted: it is timed when it returns,
+a call past the limit counts as timed out (its answer is dropped), and one that held the event
+loop longer than 100 ms is reported once per plugin and hook (:mod:`think_core.loop_watchdog`).
+``on_chunk`` implementations are timed the same way; one that ran past its limit is skipped
+for the rest of that turn.
+
 ``THINK_TRACE_PLUGINS=1`` (read when the dispatcher is built) logs every implementation call —
 hook, plugin, result kind, duration including the await — at INFO on ``think.plugins.trace``.
 Tracing wraps each implementation once, when its call plan is built, so the loop itself never
@@ -28,17 +36,21 @@ asks whether it is traced.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import inspect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from .errors import PluginError, PluginResultError
+from .errors import HookTimeout, PluginError, PluginResultError
+from .hook_limits import DEFAULT_HOOK_TIMEOUT, HookLimits
+from .loop_watchdog import SLOW_SYNC_HOOK, BlockingWatch
 from .plugins import ThinkPluginManager
 from .types import (
     ERROR_CLASSIFICATIONS,
@@ -74,6 +86,7 @@ class _Impl:
     plugin_name: str
     function: Callable[..., Any]
     argnames: tuple[str, ...]
+    limit: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +180,29 @@ def _traced(hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..
     return traced
 
 
+async def _within(awaitable: Any, impl: _Impl, hook: str) -> Any:
+    """Await ``awaitable`` under ``impl``'s limit (not ``None``); cancelled past it. Runs in the
+    caller's task, so a hook sees (and may set) the turn's context variables."""
+    limit = cast(float, impl.limit)
+    try:
+        async with asyncio.timeout(limit) as scope:
+            return await awaitable
+    except TimeoutError:
+        if scope.expired():  # ours, not a TimeoutError the hook raised itself
+            raise HookTimeout(impl.plugin_name, hook, limit) from None
+        raise
+
+
+def _discard(result: Any) -> None:
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited: close it, so no "never awaited" warning follows
+
+
+# A turn whose on_chunk observer ran past its limit skips it from then on: (plugin, request id).
+# Bounded, so a long-running process does not collect the ids of finished turns.
+_MAX_MUTED_CHUNK_OBSERVERS = 1024
+
+
 def _ignoring_ctx(function: Callable[[], object]) -> ChunkObserver:
     def observer(ctx: ChunkContext) -> object:
         return function()
@@ -181,14 +217,27 @@ class HookDispatcher:
     registering or unregistering a plugin later is picked up without a per-call rebuild.
     """
 
-    def __init__(self, pm: ThinkPluginManager) -> None:
+    def __init__(
+        self,
+        pm: ThinkPluginManager,
+        *,
+        hook_timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+        settings: Mapping[str, Any] | None = None,
+    ) -> None:
         self._pm = pm
         self._wrap: _Wrap | None = _traced if _tracing_enabled() else None
+        self._limits = HookLimits(hook_timeout, settings)
+        self._watch = BlockingWatch()
         self._generation = -1
         self._plans: dict[str, tuple[_Impl, ...]] = {}
         self._chunk_generation = -1
-        self._chunk_plan: tuple[tuple[str, ChunkObserver], ...] = ()
+        self._chunk_plan: tuple[tuple[str, ChunkObserver, float | None], ...] = ()
         self._chunk_observers: tuple[ChunkObserver, ...] = ()
+        self._muted_chunks: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Resolve every registered plugin's limit now, so a bad one fails when the agent is built.
+        for name, plugin in pm.list_name_plugin():
+            if plugin is not None:
+                self._limits.for_plugin(plugin, name)
 
     # -- call plans and the call loop --------------------------------------------------------
 
@@ -209,6 +258,7 @@ class HookDispatcher:
                 impl.plugin_name,
                 impl.function if wrap is None else wrap(hook, impl.plugin_name, impl.function),
                 tuple(impl.argnames),
+                self._limits.for_plugin(impl.plugin, impl.plugin_name),
             )
             for impl in reversed(getattr(self._pm.hook, hook).get_hookimpls())
         )
@@ -223,11 +273,20 @@ class HookDispatcher:
         """:meth:`_run`, also naming the plugin whose result was accepted (``None`` for none)."""
         for impl in self._impls(hook):
             try:
+                started = time.perf_counter()
                 result = impl.function(*[kwargs[name] for name in impl.argnames])
+                blocked = time.perf_counter() - started
+                if blocked > SLOW_SYNC_HOOK:
+                    self._blocked(impl, hook, blocked, result)
                 # Await first, then test: a coroutine that returns None is no decision. A plain
                 # ``def`` implementation creates no coroutine at all, which keeps it cheap.
                 if result is not None and inspect.isawaitable(result):
-                    result = await result
+                    result = await (result if impl.limit is None else _within(result, impl, hook))
+            except HookTimeout as exc:
+                if not policy.isolate:
+                    raise
+                logger.warning("%s; skipped", exc, extra={"plugin": impl.plugin_name, "hook": hook})
+                continue
             except Exception as exc:
                 if not policy.isolate:
                     raise PluginError(impl.plugin_name, hook, exc) from exc
@@ -249,6 +308,13 @@ class HookDispatcher:
                     result,
                 )
         return None, None
+
+    def _blocked(self, impl: _Impl, hook: str, seconds: float, result: Any) -> None:
+        """A sync call held the loop for ``seconds``: warn once; past the limit it timed out."""
+        self._watch.blocked(impl.plugin_name, hook, seconds)
+        if impl.limit is not None and seconds > impl.limit:
+            _discard(result)
+            raise HookTimeout(impl.plugin_name, hook, impl.limit)
 
     # -- the hooks ---------------------------------------------------------------------------
 
@@ -325,9 +391,9 @@ class HookDispatcher:
             # The spec has exactly one parameter, ``ctx``: an implementation either takes it or
             # takes nothing. Taking it, the implementation itself is the observer (no wrapper).
             observer = impl.function if impl.argnames else _ignoring_ctx(impl.function)
-            plan.append((impl.plugin_name, observer))
+            plan.append((impl.plugin_name, observer, impl.limit))
         self._chunk_plan = tuple(plan)
-        self._chunk_observers = tuple(observer for _, observer in plan)
+        self._chunk_observers = tuple(observer for _, observer, _ in plan)
         self._chunk_generation = self._pm.generation
 
     @property
@@ -340,11 +406,36 @@ class HookDispatcher:
         return self._chunk_observers
 
     def emit_chunk(self, ctx: ChunkContext) -> None:
-        """Hand one streamed event to every ``on_chunk`` observer; failures are logged, isolated."""
+        """Hand one streamed event to every ``on_chunk`` observer; failures are logged, isolated.
+        An observer that ran past its limit is skipped for the rest of the turn."""
         if self._chunk_generation != self._pm.generation:
             self._refresh_chunk_plan()
-        for plugin, observer in self._chunk_plan:
+        muted = self._muted_chunks
+        # One clock reading per observer: each one's time is the gap since the previous reading.
+        started = time.perf_counter()
+        for plugin, observer, limit in self._chunk_plan:
+            if muted and (plugin, ctx.request_id) in muted:
+                continue
             try:
                 observer(ctx)
             except Exception:
                 logger.exception("plugin %r failed in on_chunk; ignored", plugin)
+            now = time.perf_counter()
+            if now - started > SLOW_SYNC_HOOK:
+                self._chunk_blocked(plugin, limit, now - started, ctx.request_id)
+            started = now
+
+    def _chunk_blocked(self, plugin: str, limit: float | None, seconds: float, request_id: str) -> None:
+        self._watch.blocked(plugin, "on_chunk", seconds)
+        if limit is None or seconds <= limit:
+            return
+        logger.warning(
+            "%s; skipped for the rest of turn %s",
+            HookTimeout(plugin, "on_chunk", limit),
+            request_id,
+            extra={"plugin": plugin, "hook": "on_chunk"},
+        )
+        muted = self._muted_chunks
+        muted[(plugin, request_id)] = None
+        while len(muted) > _MAX_MUTED_CHUNK_OBSERVERS:
+            muted.popitem(last=False)

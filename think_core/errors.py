@@ -7,7 +7,8 @@ The hierarchy::
         ├── ProviderError                 a model provider's HTTP error or in-stream error event
         ├── ConfigurationError            bad configuration (API key, model string, plugin settings)
         ├── PluginError                   a plugin failed where the operation must stop
-        │   └── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
+        │   ├── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
+        │   └── HookTimeout               ... by running past its time limit (also a TimeoutError)
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
         └── UnknownSubmission             no durable submission has that id (also a KeyError)
@@ -93,6 +94,21 @@ class PluginResultError(PluginError, TypeError):
             error,
             message=f"plugin {plugin_name!r} returned an invalid result from {hook}: {error}",
         )
+
+
+class HookTimeout(PluginError, TimeoutError):
+    """A hook implementation ran past its time limit (``Think(hook_timeout=...)`` or the
+    plugin's own). It counts as that implementation's failure under the hook's failure policy.
+    ``limit`` is the limit in seconds."""
+
+    def __init__(self, plugin_name: str, hook: str, limit: float) -> None:
+        super().__init__(
+            plugin_name,
+            hook,
+            TimeoutError(f"no answer within {limit:g}s"),
+            message=f"plugin {plugin_name!r} timed out in {hook} after {limit:g}s (hook_timeout)",
+        )
+        self.limit = limit
 
 
 class NestedTurnError(ThinkError):

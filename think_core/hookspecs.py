@@ -13,7 +13,13 @@ registered before ``Think(plugins=[...])``, so explicitly passed plugins run fir
 ``None`` (decided after awaiting, so an ``async def`` that returns ``None`` does not count).
 *broadcast* hooks call every implementation, in order, awaiting each.
 
-Failure policy (what happens when an implementation raises) is given per hook.
+Failure policy (what happens when an implementation raises) is given per hook. An
+implementation that runs past its time limit (``Think(hook_timeout=30.0)``, or the plugin's own
+``hook_timeout`` setting or attribute; ``None``: no limit) fails with
+:class:`~think_core.errors.HookTimeout` under the same policy — a ``before_tool_call`` that times
+out blocks the call. ``async def`` implementations are cancelled at the limit; a plain ``def``
+cannot be interrupted, and holding the event loop stalls every session, so think warns once per
+plugin and hook when one blocks longer than 100 ms.
 
 A turn fires, in order::
 

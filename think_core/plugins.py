@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from . import hookspecs
 from .errors import ConfigurationError
+from .hook_limits import section_for_model
 from .markers import ENTRY_POINT_GROUP, PROJECT
 
 __all__ = ["PluginInfo", "ThinkPluginManager", "build_plugin_manager"]
@@ -205,7 +206,8 @@ def _apply_settings(plugin: object, name: str, settings: Mapping[str, Any]) -> N
     if name not in settings and isinstance(getattr(plugin, "settings", None), model):
         return  # configured when it was constructed; no section here to override it
     try:
-        plugin.settings = model.model_validate(settings.get(name, {}))  # type: ignore[attr-defined]
+        section = section_for_model(settings.get(name, {}), model)
+        plugin.settings = model.model_validate(section)  # type: ignore[attr-defined]
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err['loc']) or '(section)'}: {err['msg']}"

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
+from .errors import HookTimeout
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
 from .tools import Tool, ToolInputError
@@ -127,6 +128,13 @@ class ToolCallRunner:
         )
         try:
             verdict, decided_by = await self.hooks.decide_tool_call(ctx)
+        except HookTimeout as exc:
+            # Fail closed: a guard that did not answer in time must not let the call through.
+            logger.warning("tool call %s of %s blocked: %s", call.id, call.name, exc)
+            output = f'Tool "{call.name}" was blocked: {exc}.'
+            return await self._finish(
+                step_number, call, tool, messages, started, "block", output=output, decided_by=exc.plugin_name
+            )
         except Exception as exc:
             # The error names the plugin (PluginError); the call fails, the turn goes on.
             logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)

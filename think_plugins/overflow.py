@@ -227,6 +227,10 @@ _RATE_LIMIT_PATTERNS = _union(
     ]
 )
 
+# Gemini quota violations that waiting minutes cannot clear: a daily quota (quotaId
+# "GenerateRequestsPerDayPerProjectPerModel-FreeTier"), or "limit: 0" for the plan.
+_GOOGLE_HOPELESS_QUOTA = re.compile(r"PerDay|\blimit: 0\b", re.IGNORECASE)
+
 _TRANSIENT_STATUSES = frozenset({408, 409, 425, 500, 502, 503, 504, 520, 521, 522, 523, 524, 529})
 _TRANSIENT_CODES = frozenset(
     {
@@ -505,6 +509,17 @@ def _overflow(facts: _Facts, error: Any) -> bool:
     return _OVERFLOW_PATTERNS.search(facts.text) is not None
 
 
+def _google_quota(facts: _Facts) -> Classification:
+    """Gemini says "You exceeded your current quota, please check your plan" for every quota;
+    only its details tell a per-minute limit (wait ``retryDelay``) from a daily one or a model
+    the plan has no quota for at all (``limit: 0``), which no retry gets past."""
+    if _GOOGLE_HOPELESS_QUOTA.search(facts.text):
+        return "fatal"
+    if facts.retry_after is not None and facts.retry_after > MAX_RETRY_AFTER_SECONDS:
+        return "fatal"
+    return "rate_limit"
+
+
 def default_context_overflow_classifier(error: Any) -> Literal["context_overflow"] | None:
     """Return ``"context_overflow"`` if ``error`` says the prompt does not fit the model's
     context window, else ``None``.
@@ -530,6 +545,8 @@ def classify_error(error: Any) -> Classification | None:
     # --- Fatal: money, or a wait no retry budget covers --------------------------------------
     if facts.status == 402 or facts.codes & _FATAL_QUOTA_CODES:
         return "fatal"
+    if "resource_exhausted" in facts.codes:
+        return _google_quota(facts)
     if _FATAL_QUOTA_PATTERNS.search(facts.text):
         return "fatal"
     if facts.retry_after is not None and facts.retry_after > MAX_RETRY_AFTER_SECONDS:

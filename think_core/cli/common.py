@@ -20,7 +20,8 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help='model string: "openai:NAME", "anthropic:NAME", "openai-compatible:NAME@URL", or "demo" '
+        help='model string: "openai:NAME", "openai-responses:NAME", "anthropic:NAME", "google:NAME", '
+        '"openai-compatible:NAME@URL", or "demo" '
         f"(offline, scripted) (default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
     parser.add_argument("--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB})")

@@ -13,8 +13,10 @@ from .base import (
     ToolSpec,
     UserMessage,
 )
+from .gemini import GeminiModel
 from .http_model import EventMapper, StreamingHTTPModel
 from .openai import OpenAIChatModel
+from .openai_responses import OpenAIResponsesModel
 from .resolve import SharedClient, register_model_prefix, resolve_model
 from .retry import RetryPolicy
 from .scripted import ScriptedModel, Step, call
@@ -22,7 +24,9 @@ from .scripted import ScriptedModel, Step, call
 __all__ = [
     "AnthropicModel",
     "EventMapper",
+    "GeminiModel",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "StreamingHTTPModel",
     "RetryPolicy",
     "ScriptedModel",

@@ -6,7 +6,10 @@ or a missing key should fail with a message that says what to set, before any re
 Recognised forms:
 
 * ``"openai:NAME"`` — key ``OPENAI_API_KEY``, base URL ``OPENAI_BASE_URL`` (optional);
+* ``"openai-responses:NAME"`` — the OpenAI Responses API, same key and base URL as ``openai:``;
 * ``"anthropic:NAME"`` — key ``ANTHROPIC_API_KEY``, base URL ``ANTHROPIC_BASE_URL`` (optional);
+* ``"google:NAME"`` — Gemini, key ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``, base URL
+  ``GOOGLE_BASE_URL`` (optional);
 * ``"openai-compatible:NAME@URL"`` — any Chat Completions server at ``URL`` (e.g.
   ``"openai-compatible:llama3.2@http://localhost:11434/v1"``). Its key comes from
   ``OPENAI_COMPATIBLE_API_KEY`` when set and is otherwise not sent: ``OPENAI_API_KEY`` is
@@ -28,7 +31,9 @@ from ..errors import ConfigurationError
 from ._http import AnyClient, SharedClient
 from .anthropic import AnthropicModel
 from .base import Model
+from .gemini import GeminiModel
 from .openai import OpenAIChatModel
+from .openai_responses import OpenAIResponsesModel
 
 __all__ = ["SharedClient", "register_model_prefix", "resolve_model"]
 
@@ -77,6 +82,14 @@ def _anthropic(name: str, client: AnyClient) -> Model:
     return AnthropicModel(name, client=client)
 
 
+def _openai_responses(name: str, client: AnyClient) -> Model:
+    return OpenAIResponsesModel(name, client=client)
+
+
+def _google(name: str, client: AnyClient) -> Model:
+    return GeminiModel(name, client=client)
+
+
 def _openai_compatible(rest: str, client: AnyClient) -> Model:
     match = _COMPATIBLE.match(rest)
     if match is None:
@@ -94,5 +107,7 @@ def _openai_compatible(rest: str, client: AnyClient) -> Model:
 
 
 register_model_prefix("openai", _openai)
+register_model_prefix("openai-responses", _openai_responses)
 register_model_prefix("anthropic", _anthropic)
+register_model_prefix("google", _google)
 register_model_prefix("openai-compatible", _openai_compatible)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
@@ -60,6 +61,10 @@ _RETRYABLE_STREAM_TYPES = frozenset(
         "timeout_error",
         "incomplete_stream",
         "invalid_stream",
+        "unavailable",  # Google's status names, for an error chunk inside a Gemini stream
+        "internal",
+        "resource_exhausted",
+        "deadline_exceeded",
     }
 )
 
@@ -92,9 +97,26 @@ def backoff_delay(
 
 
 def error_retry_after(error: BaseException | None) -> float | None:
-    """The wait an error's response asked for (its ``headers``), or ``None`` without a usable hint."""
+    """The wait an error's response asked for, or ``None`` without a usable hint: its headers,
+    else a ``RetryInfo`` in its body (Google sends ``"retryDelay": "34.4s"`` and no header)."""
     headers = getattr(error, "headers", None)
-    return parse_retry_after(headers) if headers else None
+    delay = parse_retry_after(headers) if headers else None
+    return delay if delay is not None else _body_retry_delay(getattr(error, "body", None))
+
+
+_RETRY_DELAY = re.compile(r"^\s*(\d+(?:\.\d+)?)s\s*$")
+
+
+def _body_retry_delay(body: object) -> float | None:
+    """``error.details[].retryDelay`` of a Google error body, in seconds."""
+    error = body.get("error") if isinstance(body, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    for detail in details if isinstance(details, list) else ():
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        match = _RETRY_DELAY.match(delay) if isinstance(delay, str) else None
+        if match and float(match[1]) > 0:
+            return float(match[1])
+    return None
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -170,9 +192,9 @@ def is_retryable(error: BaseException) -> bool:
         return False
     if error.status is not None:
         return error.status in RETRYABLE_STATUSES or error.status >= 500
-    return (error.type or "") in _RETRYABLE_STREAM_TYPES or (
+    return (error.type or "").lower() in _RETRYABLE_STREAM_TYPES or (
         error.code or ""
-    ) in _RETRYABLE_STREAM_TYPES
+    ).lower() in _RETRYABLE_STREAM_TYPES
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:

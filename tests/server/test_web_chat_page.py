@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply
-from tests.test_web_page import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
+from tests.server.test_web_page import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
 from think_core import block, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.openai import OpenAIChatModel
@@ -25,7 +25,7 @@ pytestmark = [
     pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)"),
 ]
 
-STATIC = Path(__file__).resolve().parents[1] / "think_core" / "server" / "static"
+STATIC = Path(__file__).resolve().parents[2] / "think_core" / "server" / "static"
 PHONE = {"width": 390, "height": 844}
 
 

@@ -16,7 +16,7 @@ from think_core import hookimpl
 from think_core.cli import main, plugin_command
 from think_core.plugins import ThinkPluginManager, build_plugin_manager
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class Greeter:

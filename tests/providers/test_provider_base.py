@@ -244,7 +244,7 @@ def test_wire_helpers() -> None:
 
 
 def test_no_provider_imports_another() -> None:
-    models = Path(__file__).resolve().parent.parent / "think_core" / "models"
+    models = Path(__file__).resolve().parents[2] / "think_core" / "models"
     providers = {"openai", "anthropic"}
     for name in providers:
         tree = ast.parse((models / f"{name}.py").read_text())

@@ -25,7 +25,7 @@ from think_core.cli import main
 from think_core.dispatch import HookDispatcher
 from think_core.plugins import PluginInfo, build_plugin_manager
 
-SAMPLE_SOURCE = Path(__file__).parent / "data" / "sample_plugin"
+SAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "data" / "sample_plugin"
 SAMPLE_NAMES = ("sample_good", "sample_broken", "sample_tracked")
 SAMPLE_DIST = "think-sample-plugin"
 MARKER_ENV = "THINK_SAMPLE_IMPORT_MARKER"
@@ -309,7 +309,7 @@ def test_cli_plain_text_without_rich(
 
 # -- plugins that exit while loading ---------------------------------------------------------
 
-EXITING_SOURCE = Path(__file__).parent / "data" / "exiting_plugin"
+EXITING_SOURCE = Path(__file__).resolve().parents[1] / "data" / "exiting_plugin"
 EXITING_DIST = "think-exiting-plugin"
 EXITING = "exits_on_import,exits_on_construct"
 

@@ -91,6 +91,30 @@ def gemini_body(code: int, message: str, status: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message, "status": status}}
 
 
+GEMINI_QUOTA = (
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, head to: https://ai.google.dev/gemini-api/docs/rate-limits."
+)
+
+
+def gemini_quota_body(quota_id: str, retry_delay: str) -> dict[str, Any]:
+    """A Gemini 429 as captured: a QuotaFailure naming the quota, and a RetryInfo."""
+    body = gemini_body(429, GEMINI_QUOTA, "RESOURCE_EXHAUSTED")
+    body["error"]["details"] = [
+        {
+            "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+            "violations": [
+                {
+                    "quotaMetric": "generativelanguage.googleapis.com/generate_content_free_tier_requests",
+                    "quotaId": quota_id,
+                }
+            ],
+        },
+        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": retry_delay},
+    ]
+    return body
+
+
 # --- default_context_overflow_classifier: must classify as overflow ---------------------------
 
 OVERFLOW_CASES = [
@@ -513,6 +537,61 @@ CLASSIFY_CASES = [
         gemini_body(429, "Quota exceeded for quota metric", "RESOURCE_EXHAUSTED"),
         "rate_limit",
         id="gemini-429-dict",
+    ),
+    # Gemini words every quota alike ("You exceeded your current quota, please check your plan
+    # and billing details"): the quota id and the retry delay tell a per-minute limit from a
+    # daily one, or from a model the plan has no quota for ("limit: 0").
+    pytest.param(
+        ProviderError(
+            GEMINI_QUOTA,
+            status=429,
+            body=gemini_quota_body("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "34.4s"),
+            provider="google",
+        ),
+        "rate_limit",
+        id="gemini-429-per-minute-quota-with-billing-wording",
+    ),
+    pytest.param(
+        ProviderError(
+            GEMINI_QUOTA,
+            status=429,
+            body=gemini_quota_body("GenerateRequestsPerDayPerProjectPerModel-FreeTier", "29.8s"),
+            provider="google",
+        ),
+        "fatal",
+        id="gemini-429-daily-quota",
+    ),
+    pytest.param(
+        ProviderError(
+            GEMINI_QUOTA + "\n* Quota exceeded for metric: generativelanguage.googleapis.com/"
+            "generate_content_free_tier_requests, limit: 0, model: gemini-2.5-pro\nPlease retry in 20.04s.",
+            status=429,
+            body=gemini_quota_body("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "20.04s"),
+            provider="google",
+        ),
+        "fatal",
+        id="gemini-429-no-quota-for-the-model",
+    ),
+    pytest.param(
+        ProviderError(
+            GEMINI_QUOTA,
+            status=429,
+            body=gemini_quota_body("GenerateRequestsPerMinutePerProjectPerModel-FreeTier", "3600s"),
+        ),
+        "fatal",
+        id="gemini-429-retry-delay-past-the-cap",
+    ),
+    pytest.param(
+        ProviderError(
+            GEMINI_OVERFLOW,
+            status=400,
+            code="400",
+            type="INVALID_ARGUMENT",
+            body=gemini_body(400, GEMINI_OVERFLOW, "INVALID_ARGUMENT"),
+            provider="google",
+        ),
+        "context_overflow",
+        id="gemini-400-overflow-as-the-provider-raises-it",
     ),
     pytest.param(
         "Service tier capacity exceeded for this model.", "rate_limit", id="mistral-capacity"

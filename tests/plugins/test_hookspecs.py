@@ -12,7 +12,7 @@ import pytest
 from think_core import hookspecs
 from think_core.markers import PROJECT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPECS = {
     name: fn
     for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
@@ -51,5 +51,5 @@ def test_every_hook_is_in_the_readme_reference(name):
 
 @pytest.mark.parametrize("name", sorted(SPECS))
 def test_every_hook_has_an_engine_test_that_implements_it(name):
-    sources = "\n".join(p.read_text() for p in (ROOT / "tests").glob("test_*.py") if p.name != "test_hookspecs.py")
+    sources = "\n".join(p.read_text() for p in (ROOT / "tests").rglob("test_*.py") if p.name != "test_hookspecs.py")
     assert re.search(rf"def {name}\(", sources), f"no test implements {name}"

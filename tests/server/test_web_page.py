@@ -23,7 +23,7 @@ from think_core.server.testing import running_server
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 LAUNCH_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -30,7 +30,7 @@ from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
 from think_plugins.caching import ToolCache  # noqa: E402
 from think_plugins.readonly import ReadOnlyGuard  # noqa: E402
 
-SERVER = str(Path(__file__).with_name("mcp_server.py"))
+SERVER = str(Path(__file__).resolve().parents[1] / "mcp_server.py")
 DEADLINE = 60.0  # generous: CI is a busy 2-core box; a passing test takes a fraction of it
 
 
@@ -441,7 +441,7 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_example_runs() -> None:
-    example = Path(__file__).parent.parent / "examples" / "mcp" / "run.py"
+    example = Path(__file__).resolve().parents[2] / "examples" / "mcp" / "run.py"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     out = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, env=env, timeout=DEADLINE)
     assert out.returncode == 0, out.stderr

@@ -549,7 +549,7 @@ async def test_a_blocking_sync_tool_does_not_stall_other_sessions():
 
 
 async def test_tools_with_postponed_annotations_and_model_arguments():
-    from tests._postponed_tools import distance
+    from tests.engine._postponed_tools import distance
 
     assert distance.parameters["required"] == ["a"]
     model = ScriptedModel([Step(tool_calls=[call("distance", {"a": {"x": 3, "y": 4}})]), "5"])

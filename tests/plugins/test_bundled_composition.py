@@ -229,7 +229,7 @@ def test_think_plugins_json_lists_all_five_with_their_hooks(tmp_path: Path) -> N
 
 # -- the third-party template (examples/think-example-plugin) ---------------------------------
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "think-example-plugin"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "think-example-plugin"
 
 
 @pytest.fixture
