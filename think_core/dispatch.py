@@ -267,6 +267,11 @@ class HookDispatcher:
     async def _run(self, hook: str, kwargs: dict[str, Any], policy: _Policy) -> Any:
         """Call ``hook``'s implementations in pluggy's order under ``policy``; returns the first
         accepted result of a firstresult hook, else ``None``."""
+        result, _ = await self._run_named(hook, kwargs, policy)
+        return result
+
+    async def _run_named(self, hook: str, kwargs: dict[str, Any], policy: _Policy) -> tuple[Any, str | None]:
+        """:meth:`_run`, also naming the plugin whose result was accepted (``None`` for none)."""
         for impl in self._impls(hook):
             try:
                 started = time.perf_counter()
@@ -291,9 +296,9 @@ class HookDispatcher:
             if result is None or not policy.first:
                 continue
             if policy.accept is None:
-                return result
+                return result, impl.plugin_name
             try:
-                return policy.accept(result)
+                return policy.accept(result), impl.plugin_name
             except (TypeError, ValueError) as exc:
                 if not policy.isolate:
                     raise PluginResultError(impl.plugin_name, hook, exc) from exc
@@ -303,7 +308,7 @@ class HookDispatcher:
                     hook,
                     result,
                 )
-        return None
+        return None, None
 
     def _blocked(self, impl: _Impl, hook: str, seconds: float, result: Any) -> None:
         """A sync call held the loop for ``seconds``: warn once; past the limit it timed out."""
@@ -330,7 +335,12 @@ class HookDispatcher:
 
     async def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
         """firstresult; exceptions propagate (the engine turns them into a failed call)."""
-        result: ToolCallDecision | None = await self._run("before_tool_call", {"ctx": ctx}, _TOOL_DECISION)
+        decision, _ = await self.decide_tool_call(ctx)
+        return decision
+
+    async def decide_tool_call(self, ctx: ToolCallContext) -> tuple[ToolCallDecision | None, str | None]:
+        """:meth:`before_tool_call`, also naming the plugin that decided (``None``: no decision)."""
+        result: tuple[ToolCallDecision | None, str | None] = await self._run_named("before_tool_call", {"ctx": ctx}, _TOOL_DECISION)
         return result
 
     async def after_tool_call(self, ctx: ToolCallResultContext) -> None:

@@ -183,7 +183,8 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
         ``messages``) plus ``success``
         (``False`` only when execution or the decision hook raised, or the call was
         interrupted), ``output``, ``error``, ``duration_ms``, ``decision`` (``"allow"``,
-        ``"block"`` or ``"substitute"``) and ``interrupted``.
+        ``"block"`` or ``"substitute"``), ``decided_by`` (the plugin whose ``before_tool_call``
+        decided; ``None`` when none did) and ``interrupted``.
     :returns: ignored.
 
     In a durable submission's turn resumed after a crash, a call whose result was stored

@@ -218,8 +218,22 @@ class TurnRunner:
                 return None
         elif message is not None:
             await self.db.upsert_message(self.session.id, message)
+        if message is None:
+            if builder.error_text is not None:
+                await self._note_error(builder.error_text, request.answers)
+            return None
         builder.persisted = message
         return message
+
+    async def _note_error(self, error_text: str, answers: str | None) -> None:
+        """A turn that failed before any output leaves no answer; its error goes into the
+        ``metadata["error"]`` of the message it answered, so that the failure (a bad key, an
+        unknown model, a provider that is down) is still in the conversation after a reload."""
+        messages = await self.db.list_messages(self.session.id)
+        answered = [m for m in messages if m.id == answers] if answers is not None else messages[-1:]
+        if answered:
+            last = answered[-1]
+            await self.db.upsert_message(self.session.id, last.model_copy(update={"metadata": {**(last.metadata or {}), "error": error_text}}))
 
 
 def _absorb_cancel(handle: ActiveTurn) -> bool:

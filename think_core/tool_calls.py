@@ -141,12 +141,14 @@ class ToolCallRunner:
             messages=messages,
         )
         try:
-            verdict = await self.hooks.before_tool_call(ctx)
+            verdict, decided_by = await self.hooks.decide_tool_call(ctx)
         except HookTimeout as exc:
             # Fail closed: a guard that did not answer in time must not let the call through.
             logger.warning("tool call %s of %s blocked: %s", call.id, call.name, exc)
             output = f'Tool "{call.name}" was blocked: {exc}.'
-            return await self._finish(step_number, call, tool, messages, started, "block", output=output)
+            return await self._finish(
+                step_number, call, tool, messages, started, "block", output=output, decided_by=exc.plugin_name
+            )
         except Exception as exc:
             # The error names the plugin (PluginError); the call fails, the turn goes on.
             logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
@@ -156,10 +158,12 @@ class ToolCallRunner:
         if verdict is not None and verdict.action == "block":
             decision = "block"
             output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
-            return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by
+            )
         if verdict is not None and verdict.action == "substitute":
             return await self._finish(
-                step_number, call, tool, messages, started, "substitute", output=verdict.output
+                step_number, call, tool, messages, started, "substitute", output=verdict.output, decided_by=decided_by
             )
         run_input = verdict.input if verdict is not None and verdict.input is not None else validated
         if self.journal is not None:
@@ -169,8 +173,10 @@ class ToolCallRunner:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return await self._finish(step_number, call, tool, messages, started, decision, error=_describe(exc))
-        return await self._finish(step_number, call, tool, messages, started, decision, output=output)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, error=_describe(exc), decided_by=decided_by
+            )
+        return await self._finish(step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by)
 
     async def _from_journal(
         self,
@@ -240,6 +246,7 @@ class ToolCallRunner:
         output: Any = None,
         error: str | None = None,
         interrupted: bool = False,
+        decided_by: str | None = None,
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
@@ -266,6 +273,7 @@ class ToolCallRunner:
                 duration_ms=duration_ms,
                 decision=decision,
                 interrupted=interrupted,
+                decided_by=decided_by,
             )
         )
         if self.hooks.chunk_observers:

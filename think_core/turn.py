@@ -36,7 +36,7 @@ from .models.base import (
     ToolMessage,
     ToolSpec,
 )
-from .models.retry import is_retryable
+from .models.retry import RETRY_LISTENER, RetryNotice, is_retryable
 from .policy import ContextOverflowConfig, RetryConfig, step_retry_delay
 from .step_stream import CallIds, StepStreamError, stream_step
 from .structured_output import output_spec, parse_output
@@ -355,19 +355,7 @@ class Turn:
         attempt = 0
         while True:
             try:
-                return await stream_step(
-                    model,
-                    request,
-                    step_number=step_number,
-                    session=self.session,
-                    request_id=self.request_id,
-                    builder=self.builder,
-                    call_ids=self.call_ids,
-                    invalid_inputs=self.invalid_inputs,
-                    emit_chunk=self.hooks.emit_chunk,
-                    observers=observers,
-                    body=self.body,
-                )
+                return await self._stream_step(step_number, model, request, observers)
             except StepStreamError as error:
                 failure = TurnFailed(error.error, "stream", error.streamed)
                 if failure.streamed:
@@ -392,5 +380,33 @@ class Turn:
                 delay = step_retry_delay(failure.error, attempt, policy)
                 logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
                 self.builder.finish_step()
-                self.builder.data("think-retry", {"attempt": attempt, "classification": failure.classification, "delay": delay})
+                self._retry_notice(RetryNotice(attempt, delay, failure.error), classification=failure.classification)
                 await asyncio.sleep(delay)
+
+    async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple[Any, ...]) -> StepResult:
+        # The provider's own pre-output retries are shown like the step's.
+        listening = RETRY_LISTENER.set(self._retry_notice)
+        try:
+            return await stream_step(
+                model,
+                request,
+                step_number=step_number,
+                session=self.session,
+                request_id=self.request_id,
+                builder=self.builder,
+                call_ids=self.call_ids,
+                invalid_inputs=self.invalid_inputs,
+                emit_chunk=self.hooks.emit_chunk,
+                observers=observers,
+                body=self.body,
+            )
+        finally:
+            RETRY_LISTENER.reset(listening)
+
+    def _retry_notice(self, notice: RetryNotice, *, classification: str | None = None) -> None:
+        """A ``data-think-retry`` chunk: which retry waits how long, after which error."""
+        error, status = notice.error, getattr(notice.error, "status", None)
+        self.builder.data("think-retry", {
+            "attempt": notice.attempt, "delay": round(notice.delay, 3), "classification": classification,
+            "status": status if isinstance(status, int) else None, "error": str(error) or type(error).__name__,
+        })

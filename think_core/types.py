@@ -297,6 +297,8 @@ class ToolCallResultContext(_Context):
     duration_ms: float = 0.0
     decision: ToolDecisionAction = "allow"
     interrupted: bool = False
+    #: The plugin whose ``before_tool_call`` decided (``None``: no plugin had an opinion).
+    decided_by: str | None = None
 
 
 class ChatResponseResult(_Context):

@@ -32,6 +32,9 @@ class AssistantMessageBuilder:
         self._block_counter = 0
         self._tool_parts: dict[str, dict[str, Any]] = {}
         self.persisted: UIMessage | None = None  # set by the session once stored
+        #: Why the turn failed; stored as the message's ``metadata["error"]`` (see the runner
+        #: for a failure before any output).
+        self.error_text: str | None = None
 
     @classmethod
     def resume(cls, message: UIMessage, emit: Emit = None) -> AssistantMessageBuilder:
@@ -76,6 +79,7 @@ class AssistantMessageBuilder:
 
     def error(self, error_text: str) -> None:
         self._close_block()
+        self.error_text = error_text
         if self._emit:
             self._emit({"type": "error", "errorText": error_text})
 
@@ -89,6 +93,7 @@ class AssistantMessageBuilder:
         self._close_block()
         self.parts = []
         self._tool_parts = {}
+        self.error_text = None
 
     def abort(self) -> None:
         """The turn was cancelled. Its partial message is persisted, so a tool call it cut off
@@ -213,4 +218,6 @@ class AssistantMessageBuilder:
                 part = {k: v for k, v in part.items() if k != "_id"}
                 part["text"] = "".join(self._pieces)
             parts.append(dict(part))
+        if self.error_text is not None:
+            metadata = {**(metadata or {}), "error": self.error_text}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)

@@ -111,6 +111,12 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
             deleter = page.locator('.tool[data-tool="delete_file"]')
             assert await weather.get_attribute("data-state") == "output-available"
             assert (await weather.locator(".decision").inner_text()) == "allowed"
+            # Settled tool cards are collapsed to their head; a click opens one (and it stays open).
+            assert not await weather.locator(".output").is_visible()
+            await weather.locator("summary").click()
+            await deleter.locator("summary").click()
+            await page.wait_for_timeout(100)  # a re-render must keep them open
+            assert await weather.locator(".output").is_visible() and await deleter.locator(".output").is_visible()
             assert '"sky": "sunny"' in await weather.locator(".output").inner_text()
             assert (await deleter.locator(".decision").inner_text()) == "blocked"
             assert "delete_file is blocked on this server" in await deleter.locator(".output").inner_text()

@@ -1,7 +1,8 @@
 """Chat with an agent in the terminal: streamed replies, tool calls, approvals.
 
-Commands: /history (show the conversation), /reset (clear it), /help, /quit (or Ctrl-D).
-Ctrl-C while a reply streams stops it (the partial reply is kept).
+Commands: /history (show the conversation, step by step), /reset (clear it), /help, /quit.
+Ctrl-C while a reply streams stops it (the partial reply is kept); at the prompt, Ctrl-C
+twice or Ctrl-D quits.
 
 Example: think chat --model openai:gpt-4o-mini --session work
          think chat --model demo                    (offline)
@@ -10,20 +11,21 @@ Example: think chat --model openai:gpt-4o-mini --session work
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..markers import hookimpl
 from ..messages import is_tool_part, tool_name_of
 from ..session import Session
-from ..types import ToolPartState
+from ..types import ToolCallResultContext, ToolPartState
 from .common import add_agent_arguments
 from .serve import add_plugin_arguments, agent_from_args
+from .terminal import Interrupted, Terminal
 
-HELP = "commands: /history  /reset  /help  /quit   (Ctrl-C stops a streaming reply)"
+HELP = "commands: /history  /reset  /help  /quit   (Ctrl-C stops a streaming reply; Ctrl-C twice or Ctrl-D quits)"
 MAX_SHOWN = 400  # characters of a tool input/output shown inline
 
 
@@ -41,8 +43,9 @@ def _short(value: Any) -> str:
 class ChunkPrinter:
     """Renders UI message chunks to a rich console as they arrive."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Any, decisions: DecisionLog | None = None) -> None:
         self.console = console
+        self.decisions = decisions or DecisionLog()
         self.tool_names: dict[str, str] = {}
         self.approvals: list[tuple[str, str, Any]] = []  # (tool call id, tool name, input)
         self.inputs: dict[str, Any] = {}
@@ -56,7 +59,20 @@ class ChunkPrinter:
         self.console.print(markup, highlight=False)
 
     def feed(self, chunk: dict[str, Any]) -> None:
-        kind = chunk.get("type")
+        kind = chunk.get("type") or ""
+        if kind.startswith(("text-", "reasoning-")) or kind == "finish":
+            self._text(kind, chunk)
+        elif kind.startswith("tool-"):
+            self._tool(kind, chunk)
+        elif kind == "error":
+            self.failed = True
+            self._line(f"[red]error:[/] {_escape(chunk.get('errorText', ''))}")
+        elif kind == "abort":
+            self._line("[yellow](stopped)[/]")
+        elif kind == "data-think-retry":
+            self._line(f"[yellow]… {_escape(retry_line(chunk.get('data') or {}))}[/]")
+
+    def _text(self, kind: str, chunk: dict[str, Any]) -> None:
         if kind == "text-delta":
             self.console.print(chunk["delta"], end="", markup=False, highlight=False, soft_wrap=True)
             self._mid_line = True
@@ -67,34 +83,68 @@ class ChunkPrinter:
         elif kind == "reasoning-delta":
             self.console.print(chunk["delta"], end="", style="dim italic", markup=False, highlight=False, soft_wrap=True)
             self._mid_line = True
-        elif kind in ("reasoning-end", "text-end"):
-            if self._mid_line:
-                self.console.print()
-                self._mid_line = False
-        elif kind == "tool-input-start":
-            self.tool_names[chunk["toolCallId"]] = chunk["toolName"]
+        elif kind in ("reasoning-end", "text-end", "finish") and self._mid_line:
+            self.console.print()
+            self._mid_line = False
+
+    def _tool(self, kind: str, chunk: dict[str, Any]) -> None:
+        call_id = chunk["toolCallId"]
+        if kind == "tool-input-start":
+            self.tool_names[call_id] = chunk["toolName"]
         elif kind == "tool-input-available":
-            self.tool_names[chunk["toolCallId"]] = chunk["toolName"]
-            self.inputs[chunk["toolCallId"]] = chunk.get("input")
+            self.tool_names[call_id] = chunk["toolName"]
+            self.inputs[call_id] = chunk.get("input")
             self._line(f"[cyan]→ {chunk['toolName']}[/] [dim]{_escape(_short(chunk.get('input')))}[/]")
         elif kind == "tool-output-available":
-            name = self.tool_names.get(chunk["toolCallId"], "tool")
-            self._line(f"[green]← {name}[/] {_escape(_short(chunk.get('output')))}")
+            self._tool_output(chunk)
         elif kind == "tool-output-error":
-            name = self.tool_names.get(chunk["toolCallId"], "tool")
+            name = self.tool_names.get(call_id, "tool")
             self._line(f"[red]✗ {name}[/] {_escape(chunk.get('errorText', ''))}")
         elif kind == "tool-approval-request":
-            call_id = chunk["toolCallId"]
             self.approvals.append((call_id, self.tool_names.get(call_id, "tool"), self.inputs.get(call_id)))
-        elif kind == "error":
-            self.failed = True
-            self._line(f"[red]error:[/] {_escape(chunk.get('errorText', ''))}")
-        elif kind == "abort":
-            self._line("[yellow](stopped)[/]")
-        elif kind == "finish":
-            if self._mid_line:
-                self.console.print()
-                self._mid_line = False
+
+    def _tool_output(self, chunk: dict[str, Any]) -> None:
+        call_id = chunk["toolCallId"]
+        name = self.tool_names.get(call_id, "tool")
+        output = _escape(_short(chunk.get("output")))
+        if chunk.get("preliminary"):
+            self._line(f"[dim]… {name} {output}[/]")
+            return
+        decision, plugin = self.decisions.get(call_id)
+        by = f" by {_escape(plugin)}" if plugin else ""
+        if decision == "block":
+            self._line(f"[red]⊘ {name} blocked{by}:[/] {output}")
+        elif decision == "substitute":
+            self._line(f"[magenta]↺ {name} substituted{by} (not run)[/] {output}")
+        else:
+            self._line(f"[green]← {name}[/] {output}")
+
+
+def retry_line(data: dict[str, Any]) -> str:
+    """``retrying in 2.0 s after 429 (attempt 1): openai HTTP 429: Rate limit reached``."""
+    cause = data.get("status") or data.get("classification") or "an error"
+    text = f"retrying in {float(data.get('delay') or 0):.1f} s after {cause} (attempt {data.get('attempt', 1)})"
+    return f"{text}: {data['error']}" if data.get("error") else text
+
+
+class DecisionLog:
+    """A plugin recording each tool call's ``before_tool_call`` decision and who made it, so
+    the terminal can tell a blocked call or a cached answer from a tool that ran. It runs
+    first among ``after_tool_call`` observers, before the call's result reaches the printer."""
+
+    name = "think_chat_decisions"
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[str, str | None]] = {}
+
+    @hookimpl(tryfirst=True)
+    def after_tool_call(self, ctx: ToolCallResultContext) -> None:
+        if len(self._seen) > 10_000:  # a long session: forget the oldest calls
+            self._seen.pop(next(iter(self._seen)))
+        self._seen[ctx.tool_call_id] = (ctx.decision, ctx.decided_by)
+
+    def get(self, call_id: str) -> tuple[str, str | None]:
+        return self._seen.get(call_id, ("allow", None))
 
 
 def _escape(text: str) -> str:
@@ -104,17 +154,35 @@ def _escape(text: str) -> str:
 
 
 class ChatREPL:
-    """The read-eval-print loop; ``read_line`` returns ``None`` at end of input."""
+    """The read-eval-print loop. ``read_line`` returns ``None`` at end of input and raises
+    :class:`Interrupted` on Ctrl-C."""
 
-    def __init__(self, session: Session, console: Any, read_line: Callable[[str], Awaitable[str | None]]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        console: Any,
+        read_line: Callable[[str], Awaitable[str | None]],
+        decisions: DecisionLog | None = None,
+    ) -> None:
         self.session = session
         self.console = console
         self.read_line = read_line
+        self.decisions = decisions
 
     async def run(self) -> int:
         self.console.print(f"[bold]think chat[/] — session [b]{_escape(self.session.id)}[/]. {HELP}", highlight=False)
+        interrupted = False
         while True:
-            line = await self.read_line("you> ")
+            try:
+                line = await self.read_line("you> ")
+            except Interrupted:
+                if interrupted:
+                    self.console.print()
+                    return 0
+                interrupted = True
+                self.console.print("\n[dim](Ctrl-C again or Ctrl-D to quit)[/]")
+                continue
+            interrupted = False
             if line is None:
                 self.console.print()
                 return 0
@@ -148,55 +216,86 @@ class ChatREPL:
         if not messages:
             self.console.print("[dim](no messages)[/]")
         for message in messages:
-            style = "bold blue" if message.role == "user" else "bold green"
-            self.console.print(f"[{style}]{message.role}[/]: {_escape(message.text)}", highlight=False)
-            for part in message.parts:
-                if is_tool_part(part):
-                    state: ToolPartState | None = part.get("state")
-                    outcome = part.get("output") if state == "output-available" else part.get("errorText") or state
-                    self.console.print(f"    [cyan]{tool_name_of(part)}[/] {_escape(_short(part.get('input')))} → {_escape(_short(outcome))}", highlight=False)
+            if message.role != "assistant":
+                self.console.print(f"[bold blue]{message.role}[/]: {_escape(message.text)}", highlight=False)
+            else:
+                self.console.print("[bold green]assistant[/]:", highlight=False)
+                for number, step in enumerate(split_steps(message.parts), start=1):
+                    self.console.print(f"  [dim]step {number}[/]", highlight=False)
+                    for part in step:
+                        self._history_part(part)
+            # A failed turn's error: on its partial answer, or on the message it answered.
+            error = (message.metadata or {}).get("error")
+            if error:
+                self.console.print(f"  [red]error:[/] {_escape(str(error))}", highlight=False)
+
+    def _history_part(self, part: dict[str, Any]) -> None:
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            self.console.print(f"    {_escape(part['text'])}", highlight=False)
+        elif kind == "reasoning" and part.get("text"):
+            self.console.print(f"    [dim](thinking) {_escape(part['text'])}[/]", highlight=False)
+        elif is_tool_part(part):
+            state: ToolPartState | None = part.get("state")
+            outcome = part.get("output") if state == "output-available" else part.get("errorText") or state
+            self.console.print(
+                f"    [cyan]{tool_name_of(part)}[/] {_escape(_short(part.get('input')))} → {_escape(_short(outcome))}",
+                highlight=False,
+            )
 
     async def turn(self, text: str) -> None:
-        printer = ChunkPrinter(self.console)
+        printer = ChunkPrinter(self.console, self.decisions)
         self.console.print("[bold green]agent>[/] ", end="")
-        try:
-            async for chunk in self.session.stream(text):
-                printer.feed(chunk)
-            while printer.approvals:
-                pending, printer.approvals = printer.approvals, []
-                for index, (call_id, name, tool_input) in enumerate(pending):
+        async for chunk in self.session.stream(text):
+            printer.feed(chunk)
+        while printer.approvals:
+            pending, printer.approvals = printer.approvals, []
+            for index, (call_id, name, tool_input) in enumerate(pending):
+                try:
                     answer = await self.read_line(f"allow {name}({_short(tool_input)})? [y/N] ")
-                    approved = (answer or "").strip().lower() in ("y", "yes")
-                    # The batch continues once its last approval is answered.
-                    await self.session.approve_tool_call(
-                        call_id, approved, auto_continue=index == len(pending) - 1, on_event=printer.feed
-                    )
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                task.uncancel()  # Ctrl-C: stop this reply, keep the REPL
-            self.console.print("\n[yellow](stopped)[/]")
+                except Interrupted:
+                    answer = None
+                    self.console.print()
+                approved = (answer or "").strip().lower() in ("y", "yes")
+                if not approved:
+                    self.console.print(f"[dim]{name}: denied[/]")
+                # The batch continues once its last approval is answered.
+                await self.session.approve_tool_call(
+                    call_id, approved, auto_continue=index == len(pending) - 1, on_event=printer.feed
+                )
 
 
-async def _read_line(prompt: str) -> str | None:
-    try:
-        return await asyncio.to_thread(input, prompt)
-    except EOFError:
-        return None
+def split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """An assistant message's parts, one list per model step (``step-start`` separates them)."""
+    steps: list[list[dict[str, Any]]] = [[]]
+    for part in parts:
+        if part.get("type") == "step-start":
+            if steps[-1]:
+                steps.append([])
+            continue
+        steps[-1].append(part)
+    return [step for step in steps if step]
 
 
 async def run(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
     except ImportError:
-        print("think chat: needs rich; pip install 'think[cli]'", file=sys.stderr)
+        print("think chat: needs rich; pip install 'think-agent[cli]'", file=sys.stderr)
         return 2
     try:
         agent = agent_from_args(args)
     except ConfigurationError as exc:
         print(f"think: {exc}", file=sys.stderr)
         return 2
+    decisions = DecisionLog()
+    agent.plugin_manager.register(decisions, name=decisions.name)
+    console = Console()
+    session = agent.session(args.session)
     try:
-        return await ChatREPL(agent.session(args.session), Console(), _read_line).run()
+        with Terminal(lambda prompt: console.print(prompt, end="", markup=False, highlight=False)) as terminal:
+            # Ctrl-C outside a prompt stops what is streaming: the partial reply is kept.
+            terminal.on_interrupt = session.cancel_all
+            return await ChatREPL(session, console, terminal.read_line, decisions).run()
     finally:
         await agent.aclose()

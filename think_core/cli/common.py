@@ -97,9 +97,8 @@ def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
         )
     kwargs.update(extra)
     if model == DEMO_MODEL:
-        from ..models.scripted import ScriptedModel
-        from .demo import demo_step, get_weather, save_note
+        from .demo_model import TOOLS, demo_model
 
-        kwargs["tools"] = [get_weather, save_note, *kwargs.get("tools", ())]
-        return Think(ScriptedModel([demo_step], repeat=True), **kwargs)
+        kwargs["tools"] = [*TOOLS, *kwargs.get("tools", ())]
+        return Think(demo_model(), **kwargs)
     return Think(model, **kwargs)

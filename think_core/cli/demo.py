@@ -26,45 +26,19 @@ from .. import (
     ToolCallResultContext,
     TurnContext,
     hookimpl,
-    tool,
 )
 from ..agent import Think
 from ..compaction import SUMMARY_SYSTEM
 from ..models.base import ModelRequest
-from ..models.scripted import ScriptedModel, Step, call
+from ..models.scripted import ScriptedModel, Step
 from . import plugin_command
-
-CITIES = {"lisbon": ("Lisbon", 21, "sunny"), "oslo": ("Oslo", -3, "snowing"), "tokyo": ("Tokyo", 12, "clear")}
-
-
-@tool(read_only=True)
-def get_weather(city: str) -> dict:
-    """Current weather for a city."""
-    name, temp, sky = CITIES.get(city.lower(), (city, 15, "cloudy"))
-    return {"city": name, "temperature_c": temp, "sky": sky}
-
-
-@tool(destructive=True)
-def save_note(text: str) -> str:
-    """Save a note to the user's notebook."""
-    return f"saved: {text}"
-
-
-#: What a provider answers when the prompt no longer fits (OpenAI's real error body).
-CONTEXT_OVERFLOW = ProviderError(
-    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. "
-    "Please reduce the length of the messages.",
-    status=400,
-    code="context_length_exceeded",
-    type="invalid_request_error",
-    provider="scripted",
-)
+from .demo_model import TOOLS, demo_step
 
 
 class DemoModel:
-    """The scripted model: asks for tools based on the last user message, answers from the
-    tool results it was given, summarises when asked to compact, and overflows its context
-    window once, on the turn that asks for "everything"."""
+    """The scripted model: follows the last user message (see ``demo_model``), summarises when
+    asked to compact, and overflows its context window once, on the turn that asks for
+    "everything"."""
 
     def __init__(self) -> None:
         self.overflowed = False
@@ -79,37 +53,15 @@ class DemoModel:
         return demo_step(request)
 
 
-def demo_step(request: ModelRequest) -> Step:
-    """Tool calls from the last user message; an answer from the tool results."""
-    last = request.messages[-1]
-    if last.role == "tool":
-        results = [m for m in request.messages[::-1] if m.role == "tool"]
-        lines = []
-        for result in reversed(results[: _trailing_tool_count(request)]):
-            out = result.output
-            if isinstance(out, dict):
-                lines.append(f"{out['city']}: {out['temperature_c']}°C and {out['sky']}")
-            elif "blocked" in str(out):
-                return Step(text=" I can't save notes right now: this session is read-only.")
-            else:
-                lines.append(str(out))
-        return Step(text="Here is what I found. " + "; ".join(lines) + ".")
-    text = last.content.lower() if last.role == "user" else ""
-    if "note" in text:
-        return Step(text="I'll save that.", tool_calls=[call("save_note", {"text": "buy oranges"})])
-    if "everything" in text:
-        return Step(text=f"With our earlier talk summarised, here is everything: {len(request.messages)} messages fit now.")
-    cities = [c for c in CITIES if c in text] or ["lisbon"]
-    return Step(reasoning="The user wants the weather; I will call the tool.", tool_calls=[call("get_weather", {"city": c}) for c in cities])
-
-
-def _trailing_tool_count(request: ModelRequest) -> int:
-    count = 0
-    for message in reversed(request.messages):
-        if message.role != "tool":
-            break
-        count += 1
-    return count
+#: What a provider answers when the prompt no longer fits (OpenAI's real error body).
+CONTEXT_OVERFLOW = ProviderError(
+    "This model's maximum context length is 8192 tokens. However, your messages resulted in 9120 tokens. "
+    "Please reduce the length of the messages.",
+    status=400,
+    code="context_length_exceeded",
+    type="invalid_request_error",
+    provider="scripted",
+)
 
 
 class Timeline:
@@ -191,7 +143,7 @@ async def _run(args: argparse.Namespace, db: Path) -> int:
     agent = Think(
         ScriptedModel([DemoModel()], repeat=True, delay=0.002),
         system="You are a weather assistant.",
-        tools=[get_weather, save_note],
+        tools=TOOLS,
         plugins=[timeline],
         store=str(db),
         settings={"analytics": {"sink": "sqlite", "path": str(analytics_db)}},

@@ -19,6 +19,7 @@ import random
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -34,6 +35,8 @@ from ..errors import ProviderError
 
 __all__ = [
     "RETRYABLE_STATUSES",
+    "RETRY_LISTENER",
+    "RetryNotice",
     "RetryPolicy",
     "backoff_delay",
     "error_retry_after",
@@ -228,6 +231,30 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return None if value is None else value.strip()
 
 
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A retry about to happen: retry number ``attempt`` (1 for the first) after ``delay``
+    seconds, because of ``error``."""
+
+    attempt: int
+    delay: float
+    error: BaseException
+
+
+#: Told of each pre-output retry before its wait, so that whoever streams the step can show
+#: it (a retry honouring ``retry-after: 20`` would otherwise look like a hung turn).
+RETRY_LISTENER: ContextVar[Callable[[RetryNotice], None] | None] = ContextVar("think_retry_listener", default=None)
+
+
+def _notify(state: RetryCallState) -> None:
+    listener = RETRY_LISTENER.get()
+    if listener is None or state.outcome is None or state.next_action is None:
+        return
+    error = state.outcome.exception()
+    if error is not None:
+        listener(RetryNotice(state.attempt_number, state.next_action.sleep, error))
+
+
 async def stream_with_retry(
     open_stream: Callable[[], AsyncIterator[E]], policy: RetryPolicy
 ) -> AsyncIterator[E]:
@@ -241,6 +268,7 @@ async def stream_with_retry(
         stop=stop_after_attempt(policy.max_retries + 1),
         wait=policy.wait,
         retry=retry_if_exception(policy.should_retry),
+        before_sleep=_notify,
         reraise=True,
     )
     stream: AsyncIterator[E] | None = None

@@ -3,7 +3,7 @@
 Routes::
 
     GET  /                                   the built-in chat page (static HTML + vanilla JS)
-    GET  /static/{chat.js,chat.css}          the page's script and styles
+    GET  /static/{chat.js,chat.css,...}      the page's script, styles and vendored Markdown libraries
     GET  /healthz                            {"status": "ok"} (never needs the token)
     WS   /agents/think/{session_id}          cf_agent_* chat protocol (see ``ws`` / ``frames``)
     POST /api/chat                           AI SDK UI message stream (see ``http``)
@@ -59,7 +59,13 @@ DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
 
 
 #: The page's assets: name -> media type. Nothing else under ``static/`` is served.
-ASSETS = {"chat.js": "text/javascript; charset=utf-8", "chat.css": "text/css; charset=utf-8"}
+ASSETS = {
+    "chat.js": "text/javascript; charset=utf-8",
+    "chat.css": "text/css; charset=utf-8",
+    # Markdown for the assistant's text, sanitised (vendored builds, see static/VENDORED.md).
+    "marked.umd.js": "text/javascript; charset=utf-8",
+    "purify.min.js": "text/javascript; charset=utf-8",
+}
 
 
 def _static(name: str) -> str:

@@ -73,6 +73,7 @@ class TimelineRecorder:
             toolCallId=ctx.tool_call_id,
             decision=ctx.decision,
             label=DECISION_LABELS.get(ctx.decision, ctx.decision),
+            decidedBy=ctx.decided_by,
             success=ctx.success,
             error=ctx.error,
             duration_ms=round(ctx.duration_ms, 2),

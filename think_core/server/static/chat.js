@@ -19,10 +19,11 @@
     messages: [],          // UIMessage objects, server-authoritative
     streams: new Map(),    // stream id -> assistant message being built
     mine: new Set(),       // stream ids this tab started (for the Stop button)
-    decisions: new Map(),  // toolCallId -> "allowed" | "blocked" | "substituted"
-    turns: new Map(),      // request id -> {events, status, trigger}
+    decisions: new Map(),  // toolCallId -> {label: "allowed" | "blocked" | "substituted", by: plugin name}
+    turns: new Map(),      // request id -> {events, status, trigger}; kept in localStorage
+    openTools: new Set(),  // toolCallIds whose card the user opened
     rawInputs: new Map(),  // toolCallId -> streamed input text
-    notes: new Map(),      // message id -> {error, aborted}: stream events the snapshot lacks
+    notes: new Map(),      // message id -> {error, aborted, retry}: stream events the snapshot lacks
     expectContinuation: false,
   };
   let ws = null;
@@ -69,7 +70,8 @@
         break;
       case "cf_agent_message_updated": upsert(frame.message); break;
       case "cf_agent_chat_clear":
-        state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear(); break;
+        state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear();
+        saveTimeline(); break;
       case "cf_agent_use_chat_response": onResponse(frame); break;
       case "think_timeline": onTimeline(frame); break;
       case "cf_agent_error": toast(frame.error && frame.error.message || "error"); break;
@@ -172,6 +174,7 @@
       }
       case "error": note(msg.id).error = chunk.errorText; break;
       case "abort": note(msg.id).aborted = true; break;
+      case "data-think-retry": note(msg.id).retry = chunk.data || {}; break;
       default: break;
     }
   }
@@ -192,13 +195,37 @@
 
   function onTimeline(frame) {
     const ev = frame.event || {};
-    const key = ev.requestId || frame.id;
+    recordEvent(ev.requestId || frame.id, ev);
+    saveTimeline();
+  }
+
+  function recordEvent(key, ev) {
     let turn = state.turns.get(key);
     if (!turn) { turn = { events: [], status: "running", trigger: ev.trigger || "" }; state.turns.set(key, turn); }
     turn.events.push(ev);
     if (ev.hook === "before_turn") turn.trigger = ev.trigger + (ev.continuation ? " · continuation" : "");
     if (ev.hook === "on_chat_response") turn.status = ev.status;
-    if (ev.hook === "after_tool_call") state.decisions.set(ev.toolCallId, ev.label);
+    if (ev.hook === "after_tool_call") state.decisions.set(ev.toolCallId, { label: ev.label, by: ev.decidedBy || "" });
+  }
+
+  // The timeline is this page's view of the hooks, not part of the conversation: the server
+  // does not keep it, so the page does (per session, the last turns), to survive a reload.
+  const TIMELINE_KEY = "think.timeline." + sessionId;
+  const MAX_SAVED_TURNS = 50;
+  function saveTimeline() {
+    try {
+      const turns = [...state.turns].slice(-MAX_SAVED_TURNS).map(([id, t]) => [id, t.events]);
+      localStorage.setItem(TIMELINE_KEY, JSON.stringify(turns));
+    } catch { /* storage full or disabled: the live timeline still works */ }
+  }
+  function loadTimeline() {
+    let saved;
+    try { saved = JSON.parse(localStorage.getItem(TIMELINE_KEY) || "[]"); } catch { saved = []; }
+    if (!Array.isArray(saved)) return;
+    for (const entry of saved) {
+      if (!Array.isArray(entry) || !Array.isArray(entry[1])) continue;
+      for (const ev of entry[1]) if (ev && typeof ev === "object") recordEvent(String(entry[0]), ev);
+    }
   }
 
   // -- sending --------------------------------------------------------------------------------
@@ -231,6 +258,16 @@
   });
   $("stop").addEventListener("click", () => { for (const id of state.mine) send({ type: "cf_agent_chat_request_cancel", id }); });
   $("clear").addEventListener("click", () => send({ type: "cf_agent_chat_clear" }));
+  $("toggle-timeline").addEventListener("click", () => {
+    const open = document.body.classList.toggle("timeline-open");
+    $("toggle-timeline").setAttribute("aria-expanded", String(open));
+  });
+  // A tool card stays as the user left it across re-renders (toggle does not bubble: capture).
+  $("messages").addEventListener("toggle", (e) => {
+    const card = e.target;
+    if (!card.matches || !card.matches("details.tool")) return;
+    if (card.open) state.openTools.add(card.dataset.call); else state.openTools.delete(card.dataset.call);
+  }, true);
   $("messages").addEventListener("click", (e) => {
     const button = e.target.closest("button[data-approve]");
     if (!button) return;
@@ -247,15 +284,34 @@
 
   function toolName(part) { return part.type === "dynamic-tool" ? part.toolName : part.type.slice(5); }
 
+  // Model output is untrusted: marked turns Markdown into HTML, DOMPurify removes anything
+  // that could run (script, event handlers, javascript: URLs) or fetch (images, styles).
+  const PURIFY = { FORBID_TAGS: ["style", "img", "svg", "math", "form", "input", "button", "textarea", "select"], FORBID_ATTR: ["style"] };
+  const markdownReady = typeof window.marked !== "undefined" && typeof window.DOMPurify !== "undefined";
+  if (markdownReady) {
+    window.DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+      if (node.tagName === "A") { node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer"); }
+    });
+  }
+  function markdown(text) {
+    if (!markdownReady) return esc(text);
+    return window.DOMPurify.sanitize(window.marked.parse(String(text), { gfm: true, breaks: true }), PURIFY);
+  }
+
   function renderTool(part) {
     const name = toolName(part);
     const decision = state.decisions.get(part.toolCallId);
     const client = CLIENT_TOOLS[name] ? '<span class="badge">client tool</span>' : "";
-    let html = `<div class="tool" data-tool="${esc(name)}" data-call="${esc(part.toolCallId)}" data-state="${esc(part.state || "")}">`;
-    html += `<div class="head"><span class="name">${esc(name)}</span>${client}`;
+    const open = part.state === "approval-requested" || state.openTools.has(part.toolCallId);
+    let html = `<details class="tool" data-tool="${esc(name)}" data-call="${esc(part.toolCallId)}" data-state="${esc(part.state || "")}"${open ? " open" : ""}>`;
+    html += `<summary class="head"><span class="name">${esc(name)}</span>${client}`;
     html += `<span class="badge state ${esc(part.state || "")}">${esc(part.state || "")}</span>`;
-    if (decision) html += `<span class="badge decision ${esc(decision)}" title="before_tool_call decision">${esc(decision)}</span>`;
-    html += `</div>`;
+    if (decision) {
+      const by = decision.by ? ` by ${decision.by}` : "";
+      html += `<span class="badge decision ${esc(decision.label)}" title="before_tool_call decision${esc(by)}">${esc(decision.label)}</span>`;
+      if (decision.by) html += `<span class="badge plugin" title="the plugin that decided">${esc(decision.by)}</span>`;
+    }
+    html += `</summary>`;
     const input = part.input !== undefined ? part.input : state.rawInputs.get(part.toolCallId);
     if (input !== undefined && input !== null) html += `<div class="label">input</div><pre class="input">${esc(pretty(input))}</pre>`;
     if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
@@ -264,20 +320,46 @@
       html += `<div class="actions"><button data-approve="yes" data-call="${esc(part.toolCallId)}">Approve</button>` +
               `<button data-approve="no" data-call="${esc(part.toolCallId)}">Deny</button></div>`;
     }
-    return html + `</div>`;
+    return html + `</details>`;
   }
 
-  function renderMessage(m) {
+  function retryText(r) {
+    const cause = r.status || r.classification || "an error";
+    return `retrying in ${Number(r.delay || 0).toFixed(1)} s after ${cause} (attempt ${r.attempt || 1})`;
+  }
+
+  // The error of a turn: live from the stream, or — after a reload — from the message's
+  // metadata (a failed turn's partial answer carries it; with no answer, the message it answered).
+  function errorOf(m) {
+    const extra = state.notes.get(m.id);
+    return (extra && extra.error) || (m.metadata && typeof m.metadata.error === "string" ? m.metadata.error : "");
+  }
+
+  function renderMessage(m, i) {
     let body = "";
     for (const part of m.parts || []) {
-      if (part.type === "text") body += `<div class="text">${esc(part.text)}</div>`;
+      if (part.type === "text") body += m.role === "assistant" ? `<div class="text">${markdown(part.text)}</div>` : `<div class="text">${esc(part.text)}</div>`;
       else if (part.type === "reasoning") body += `<div class="reasoning">${esc(part.text)}</div>`;
       else if (part.toolCallId) body += renderTool(part);
     }
-    const extra = state.notes.get(m.id);
-    if (extra && extra.error) body += `<div class="error">⚠ ${esc(extra.error)}</div>`;
-    if (extra && extra.aborted) body += `<div class="aborted">stopped</div>`;
-    return `<div class="msg" data-role="${esc(m.role)}" data-id="${esc(m.id)}">${body}</div>`;
+    const extra = state.notes.get(m.id) || {};
+    const error = errorOf(m);
+    if (m.role === "user") {
+      let html = `<div class="msg" data-role="user" data-id="${esc(m.id)}">${body}</div>`;
+      // Failed before any output: the error stands as the assistant's answer, unless a live
+      // stream (which shows the error itself) follows.
+      const next = state.messages[i + 1];
+      if (error && !(next && next.role === "assistant")) html += errorBubble(m.id, error);
+      return html;
+    }
+    if (extra.retry && !error) body += `<div class="retry">${esc(retryText(extra.retry))}</div>`;
+    if (error) body += `<div class="error">⚠ ${esc(error)}</div>`;
+    if (extra.aborted) body += `<div class="aborted">stopped</div>`;
+    return `<div class="msg${error ? " failed" : ""}" data-role="${esc(m.role)}" data-id="${esc(m.id)}">${body}</div>`;
+  }
+
+  function errorBubble(id, error) {
+    return `<div class="msg failed" data-role="assistant" data-error-for="${esc(id)}"><div class="error">⚠ ${esc(error)}</div></div>`;
   }
 
   function renderTimeline() {
@@ -290,7 +372,7 @@
         const bits = [];
         if (ev.step !== undefined) bits.push(esc("step " + ev.step));
         if (ev.tool) bits.push(esc(ev.tool));
-        if (ev.label) bits.push(`<span class="badge decision ${esc(ev.label)}">${esc(ev.label)}</span>`);
+        if (ev.label) bits.push(`<span class="badge decision ${esc(ev.label)}">${esc(ev.label)}</span>` + (ev.decidedBy ? ` by ${esc(ev.decidedBy)}` : ""));
         if (ev.finish_reason) bits.push(esc(ev.finish_reason));
         if (ev.status) bits.push(esc(ev.status));
         if (ev.error) bits.push(esc(ev.error));
@@ -321,6 +403,7 @@
     clearTimeout(toastTimer); toastTimer = setTimeout(() => (el.style.display = "none"), 5000);
   }
 
+  loadTimeline();
   render();
   connect();
 })();

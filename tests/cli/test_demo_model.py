@@ -1,0 +1,88 @@
+"""The demo model (``--model demo``) follows what the user typed, streams at a pace a person
+can stop, and has a tool that waits for approval — through the real agent built from the
+command line's options."""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from think_core.cli.common import add_agent_arguments, build_agent
+from think_core.cli.demo_model import STREAM_DELAY, cities_in
+
+
+def demo_agent(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_agent_arguments(parser)
+    args = parser.parse_args(["--model", "demo", "--db", str(tmp_path / "demo.db"), "--no-plugins"])
+    return build_agent(args)
+
+
+def tool_parts(message):
+    return [p for p in message.parts if p["type"].startswith("tool-")]
+
+
+async def test_the_city_and_the_note_come_from_what_was_typed(tmp_path):
+    agent = demo_agent(tmp_path)
+    try:
+        session = agent.session("s")
+        result = await session.chat("What's the weather like in Porto today?")
+        [weather] = tool_parts(result.message)
+        assert weather["input"] == {"city": "Porto"}
+        assert weather["output"]["city"] == "Porto"
+        assert "Porto: " in result.text
+
+        result = await session.chat("Weather in Oslo and Tokyo, please")
+        assert [p["input"]["city"] for p in tool_parts(result.message)] == ["oslo", "tokyo"]
+        assert "Oslo: -3°C and snowing; Tokyo: 12°C and clear." in result.text
+
+        result = await session.chat("Take a note: call the plumber on Monday.")
+        [note] = tool_parts(result.message)
+        assert note["input"] == {"text": "call the plumber on Monday"}
+        assert note["output"] == "saved: call the plumber on Monday"
+
+        result = await session.chat("remember that the code is 4312")
+        assert tool_parts(result.message)[0]["input"] == {"text": "the code is 4312"}
+    finally:
+        await agent.aclose()
+
+
+def test_cities_are_found_by_name_or_after_a_preposition():
+    assert cities_in("is it cold in Lisbon?") == ["lisbon"]
+    assert cities_in("forecast for New York") == ["New York"]
+    assert cities_in("how are you?") == []
+
+
+async def test_the_email_tool_waits_for_approval_and_respects_a_denial(tmp_path):
+    agent = demo_agent(tmp_path)
+    try:
+        session = agent.session("s")
+        result = await session.chat("Email ada@example.com: lunch at one?")
+        [mail] = tool_parts(result.message)
+        assert mail["type"] == "tool-send_email" and mail["state"] == "approval-requested"
+        assert mail["input"] == {"to": "ada@example.com", "text": "lunch at one?"}
+        approved = await session.approve_tool_call(mail["toolCallId"], True)
+        assert approved is not None and "sent to ada@example.com: lunch at one?" in approved.text
+
+        result = await session.chat("send an email to Bob")
+        [mail] = tool_parts(result.message)
+        assert mail["input"]["to"] == "Bob"
+        denied = await session.approve_tool_call(mail["toolCallId"], False)
+        assert denied is not None and "did not send it" in denied.text
+    finally:
+        await agent.aclose()
+
+
+async def test_replies_stream_word_by_word_at_a_visible_pace(tmp_path):
+    agent = demo_agent(tmp_path)
+    try:
+        arrivals: list[float] = []
+        async for chunk in agent.session("s").stream("hello there"):
+            if chunk["type"] == "text-delta":
+                arrivals.append(time.monotonic())
+        # Dozens of words, each after a pause: long enough to press Stop half-way.
+        assert len(arrivals) >= 40
+        assert arrivals[-1] - arrivals[0] >= (len(arrivals) - 1) * STREAM_DELAY * 0.9
+        assert STREAM_DELAY >= 0.03
+    finally:
+        await agent.aclose()

@@ -1,0 +1,288 @@
+"""The built-in chat page on a phone, with failing providers, Markdown and hostile model
+output — in headless Chromium, as ``test_web_page`` drives it (python playwright + the
+system's ``chromium``). Screenshots go to ``test-artifacts/`` for a human to look at."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.loopback import LoopbackServer, Reply
+from tests.server.test_web_page import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
+from think_core import block, hookimpl, tool
+from think_core.agent import Think
+from think_core.models.openai import OpenAIChatModel
+from think_core.models.scripted import ScriptedModel, Step, call
+from think_core.server import create_app
+from think_core.server.testing import running_server
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)"),
+]
+
+STATIC = Path(__file__).resolve().parents[2] / "think_core" / "server" / "static"
+PHONE = {"width": 390, "height": 844}
+
+
+class Browser:
+    """One Chromium for a test; pages record errors and CSP violations."""
+
+    def __init__(self, pw: Any) -> None:
+        self.pw = pw
+        self.errors: list[str] = []
+
+    async def __aenter__(self) -> Browser:
+        self.browser = await self.pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
+        self.context = await self.browser.new_context()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.browser.close()
+
+    async def open(self, url: str, viewport: dict[str, int] | None = None) -> Any:
+        page = await self.context.new_page()
+        await page.set_viewport_size(viewport or {"width": 1280, "height": 800})
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        await page.add_init_script(WATCH_CSP)
+        await page.goto(url)
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        return page
+
+
+async def say(page: Any, text: str) -> None:
+    await page.fill("#input", text)
+    await page.press("#input", "Enter")
+
+
+async def wait_for_text(page: Any, text: str, timeout: float = 15_000) -> None:
+    await page.wait_for_function("t => document.querySelector('#messages').innerText.includes(t)", arg=text, timeout=timeout)
+
+
+def agent_with(*steps: Any, **kwargs: Any) -> Think:
+    return Think(ScriptedModel(list(steps)), store=":memory:", load_entrypoints=False, **kwargs)
+
+
+async def test_on_a_phone_the_input_and_the_conversation_use_the_width_and_the_timeline_folds_away() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = agent_with(Step(text="A reply long enough to wrap on a phone: " + "words " * 30))
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=phone", PHONE)
+        box = await page.locator("#input").bounding_box()
+        assert box is not None
+        assert box["width"] >= 300, box
+        assert box["x"] >= 0 and box["y"] >= 0
+        assert box["x"] + box["width"] <= PHONE["width"] and box["y"] + box["height"] <= PHONE["height"], box
+        for button in ("#send", "#stop"):
+            b = await page.locator(button).bounding_box()
+            assert b is not None and b["x"] + b["width"] <= PHONE["width"] and b["y"] + b["height"] <= PHONE["height"]
+        # The timeline is behind a toggle, not beside a squeezed conversation.
+        assert not await page.locator("#timeline").is_visible()
+        messages = await page.locator("#messages").bounding_box()
+        assert messages is not None and messages["width"] >= PHONE["width"] - 2
+
+        await say(page, "hello from a phone")
+        await wait_for_text(page, "A reply long enough")
+        reply = await page.locator('.msg[data-role="assistant"]').bounding_box()
+        assert reply is not None and reply["width"] >= 0.85 * PHONE["width"]
+        # No sideways scrolling.
+        assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        await page.screenshot(path=str(ARTIFACTS / "web-chat-phone.png"))
+
+        toggle = page.locator("#toggle-timeline")
+        assert await toggle.is_visible() and await toggle.get_attribute("aria-expanded") == "false"
+        await toggle.click()
+        await page.wait_for_selector(".turn .status-completed", timeout=10_000)
+        assert await page.locator("#timeline").is_visible()
+        assert await toggle.get_attribute("aria-expanded") == "true"
+        await page.screenshot(path=str(ARTIFACTS / "web-chat-phone-timeline.png"))
+        await toggle.click()
+        assert not await page.locator("#timeline").is_visible()
+        assert chromium.errors == [] and await page.evaluate("window.__csp") == []
+
+
+INVALID_KEY = {
+    "error": {
+        "message": "Incorrect API key provided: sk-bad. You can find your API key at https://platform.openai.com/account/api-keys.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+}
+
+
+async def test_a_401_before_any_output_is_the_assistants_error_and_survives_a_reload() -> None:
+    from playwright.async_api import async_playwright
+
+    async with LoopbackServer() as provider:
+        provider.enqueue(Reply.json(INVALID_KEY, status=401))
+        model = OpenAIChatModel("gpt-4o-mini", base_url=provider.url + "/v1", api_key="sk-bad")
+        agent = Think(model, store=":memory:", load_entrypoints=False)
+        async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+            page = await chromium.open(f"{base}/?session=badkey")
+            await say(page, "hello?")
+            error = page.locator('.msg[data-role="assistant"] .error')
+            await error.wait_for(timeout=15_000)
+            shown = await error.inner_text()
+            assert "401" in shown and "Incorrect API key provided" in shown, shown
+            await page.screenshot(path=str(ARTIFACTS / "web-chat-401.png"))
+
+            await page.reload()
+            await page.wait_for_selector("#status.connected", timeout=10_000)
+            await page.wait_for_selector('.msg[data-role="user"]', timeout=10_000)
+            error = page.locator('.msg[data-role="assistant"] .error')
+            await error.wait_for(timeout=10_000)
+            assert "Incorrect API key provided" in await error.inner_text()
+            # It answers the message that failed, right below it.
+            roles = await page.eval_on_selector_all("#messages .msg", "els => els.map(e => e.dataset.role)")
+            assert roles == ["user", "assistant"]
+            assert chromium.errors == []
+        await agent.aclose()
+    assert len(provider.requests) == 1  # a 401 is not retried
+
+
+MARKDOWN = """Here is **bold** and `code`:
+
+- one
+- two
+
+| city | °C |
+|---|---|
+| Oslo | -3 |
+
+```python
+print("hi")
+```
+
+See [the docs](https://example.com/docs)."""
+
+
+async def test_assistant_markdown_is_rendered() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = agent_with(Step(text=MARKDOWN))
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=md")
+        await say(page, "show me **markdown**")
+        await wait_for_text(page, "See the docs")
+        reply = page.locator('.msg[data-role="assistant"] .text')
+        assert await reply.locator("strong").inner_text() == "bold"
+        assert await reply.locator("code").first.inner_text() == "code"
+        assert await reply.locator("li").all_inner_texts() == ["one", "two"]
+        assert await reply.locator("table td").all_inner_texts() == ["Oslo", "-3"]
+        assert 'print("hi")' in await reply.locator("pre code").inner_text()
+        link = reply.locator("a")
+        assert await link.get_attribute("href") == "https://example.com/docs"
+        assert await link.get_attribute("rel") == "noopener noreferrer"
+        # The user's own text is shown as typed, not interpreted.
+        user = page.locator('.msg[data-role="user"] .text')
+        assert await user.inner_text() == "show me **markdown**" and await user.locator("strong").count() == 0
+        assert chromium.errors == [] and await page.evaluate("window.__csp") == []
+
+
+HOSTILE = (
+    'Look: <img src=x onerror="window.__xss = 1"> and <script>window.__xss = 2</script> '
+    '<a href="javascript:window.__xss = 3" id="js-link">click</a> [md link](javascript:window.__xss=4) '
+    '<svg onload="window.__xss = 5"></svg><iframe src="javascript:parent.__xss = 6"></iframe> '
+    '<div onmouseover="window.__xss = 7" id="hover">hover me</div> **still rendered**'
+)
+
+
+async def test_model_output_never_runs_script() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = agent_with(Step(text=HOSTILE))
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=xss")
+        await say(page, "say something nasty")
+        await wait_for_text(page, "still rendered")
+        await page.wait_for_timeout(300)  # time for an error handler or a frame to fire, if any existed
+        reply = page.locator('.msg[data-role="assistant"] .text')
+        assert await reply.locator("strong").inner_text() == "still rendered"
+        for selector in ("img", "script", "svg", "iframe", "[onerror]", "[onload]", "[onmouseover]", 'a[href^="javascript"]'):
+            assert await reply.locator(selector).count() == 0, selector
+        hover = reply.locator("#hover")
+        if await hover.count():
+            await hover.hover()
+        links = reply.locator("a")
+        for i in range(await links.count()):
+            await links.nth(i).click()
+        await page.wait_for_timeout(200)
+        assert await page.evaluate("typeof window.__xss") == "undefined"
+        assert chromium.errors == []
+
+
+class NamedGuard:
+    name = "delete_guard"
+
+    @hookimpl
+    def before_tool_call(self, ctx: Any) -> Any:
+        return block("deleting is not allowed here") if ctx.tool_name == "delete_file" else None
+
+
+@tool(read_only=True)
+def get_weather(city: str) -> dict:
+    """The weather in a city."""
+    return {"city": city, "celsius": 21}
+
+
+@tool(destructive=True)
+def delete_file(path: str) -> str:
+    """Delete a file."""
+    raise AssertionError("blocked tools never run")
+
+
+async def test_decisions_name_their_plugin_and_the_timeline_survives_a_reload() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = agent_with(
+        Step(tool_calls=[call("get_weather", {"city": "Oslo"}, id="c_weather"), call("delete_file", {"path": "/x"}, id="c_delete")]),
+        Step(text="Done."),
+        tools=[get_weather, delete_file],
+        plugins=[NamedGuard()],
+    )
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=decide")
+        await say(page, "weather, then delete")
+        await wait_for_text(page, "Done.")
+        await page.wait_for_selector(".turn .status-completed", timeout=10_000)
+
+        async def check() -> None:
+            deleter = page.locator('.tool[data-tool="delete_file"]')
+            assert await deleter.locator(".decision").inner_text() == "blocked"
+            assert await deleter.locator(".plugin").inner_text() == "delete_guard"
+            weather = page.locator('.tool[data-tool="get_weather"]')
+            assert await weather.locator(".decision").inner_text() == "allowed"
+            assert await weather.locator(".plugin").count() == 0  # nobody decided: allowed by default
+            events = await page.eval_on_selector_all(".timeline-event", "els => els.map(e => e.dataset.hook)")
+            assert events[0] == "before_turn" and events[-1] == "on_chat_response"
+            assert events.count("after_tool_call") == 2
+            detail = await page.locator('.timeline-event[data-hook="after_tool_call"]').all_inner_texts()
+            assert any(re.search(r"blocked by delete_guard", d) for d in detail), detail
+
+        await check()
+        await page.reload()
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        await wait_for_text(page, "Done.")
+        await check()
+        # Clearing the conversation clears the timeline too, also after another reload.
+        await page.click("#clear")
+        await page.wait_for_selector("#timeline .empty", timeout=10_000)
+        await page.reload()
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        assert await page.locator(".timeline-event").count() == 0
+        assert chromium.errors == [] and await page.evaluate("window.__csp") == []
+
+
+def test_the_vendored_libraries_are_the_recorded_builds() -> None:
+    table = (STATIC / "VENDORED.md").read_text(encoding="utf-8")
+    for name in ("marked.umd.js", "purify.min.js"):
+        digest = hashlib.sha256((STATIC / name).read_bytes()).hexdigest()
+        assert re.search(rf"`{re.escape(name)}`.*`{digest}`", table), f"{name}: sha256 {digest} is not in VENDORED.md"
+    assert "marked v18.3.0" in (STATIC / "marked.umd.js").read_text(encoding="utf-8")[:200]
+    assert "DOMPurify 3.5.0" in (STATIC / "purify.min.js").read_text(encoding="utf-8")[:200]
