@@ -1,0 +1,37 @@
+"""``make_agent``: builds ``Think`` agents and remembers them, so they are closed after the test.
+
+The suite's ``conftest.py`` closes, after every test, whatever the shared factory built during it
+(``Think.close``: the store and its executor); a test whose plugins or MCP servers hold
+asynchronous resources awaits :meth:`AgentFactory.aclose` in a fixture of its own, which runs first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from think_core.agent import Think
+
+
+class AgentFactory:
+    """Builds agents with entry-point plugins off (unless asked for) and closes all it built."""
+
+    def __init__(self) -> None:
+        self.built: list[Think] = []
+
+    def __call__(self, model: Any, *, tools: Iterable[Any] = (), plugins: Iterable[Any] = (), **kwargs: Any) -> Think:
+        kwargs.setdefault("load_entrypoints", False)
+        agent = Think(model, tools=list(tools), plugins=list(plugins), **kwargs)
+        self.built.append(agent)
+        return agent
+
+    def close(self) -> None:
+        while self.built:
+            self.built.pop().close()
+
+    async def aclose(self) -> None:
+        while self.built:
+            await self.built.pop().aclose()
+
+
+make_agent = AgentFactory()
