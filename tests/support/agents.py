@@ -7,7 +7,8 @@ asynchronous resources awaits :meth:`AgentFactory.aclose` in a fixture of its ow
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from think_core.agent import Think
@@ -25,6 +26,15 @@ class AgentFactory:
         self.built.append(agent)
         return agent
 
+    def using(self, **defaults: Any) -> Callable[..., Think]:
+        """This factory with other defaults (a test file's tools, an in-memory store); a call's
+        own keywords still win."""
+
+        def build(model: Any, **kwargs: Any) -> Think:
+            return self(model, **{**defaults, **kwargs})
+
+        return build
+
     def close(self) -> None:
         while self.built:
             self.built.pop().close()
@@ -35,3 +45,9 @@ class AgentFactory:
 
 
 make_agent = AgentFactory()
+
+
+def other_tasks() -> list[asyncio.Task]:
+    """The event loop's unfinished tasks other than the caller's (what a test leaves running)."""
+    me = asyncio.current_task()
+    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]

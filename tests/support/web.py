@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -30,8 +29,3 @@ def text_of(chunks: list[dict[str, Any]]) -> str:
     """The text a UI message stream's ``text-delta`` chunks spell."""
     return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
 
-
-def other_tasks() -> list[asyncio.Task]:
-    """The event loop's unfinished tasks other than the caller's (what a test leaves running)."""
-    me = asyncio.current_task()
-    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
