@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.recorder import Recorder
+from tests.support.agents import make_agent, other_tasks
 from think_core import Tool, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -35,7 +36,7 @@ from think_core.store import SQLiteStore
 
 def agent_with(steps: list[Any], *plugins: Any, tools: Any = (), **kwargs: Any) -> tuple[Think, ScriptedModel]:
     model = kwargs.pop("model", None) or ScriptedModel(steps)
-    return Think(model, tools=tools, plugins=plugins, load_entrypoints=False, **kwargs), model
+    return make_agent(model, tools=tools, plugins=plugins, **kwargs), model
 
 
 def tool_parts(message: Any) -> list[dict[str, Any]]:
@@ -45,11 +46,6 @@ def tool_parts(message: Any) -> list[dict[str, Any]]:
 def strict_json(value: Any) -> str:
     """JSON as a browser's ``JSON.parse`` accepts it (no NaN / Infinity)."""
     return json.dumps(value, allow_nan=False)
-
-
-def other_tasks() -> list[asyncio.Task]:
-    me = asyncio.current_task()
-    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
 
 
 async def wait_until(predicate: Any, timeout: float = 3.0) -> None:

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from tests.recorder import Recorder
+from tests.support.agents import make_agent
 from think_core import (
     NestedTurnError,
     ProviderError,
@@ -44,7 +45,7 @@ def make_tools(counter: dict[str, int]):
 
 
 def agent_with(steps, *plugins, tools=(), **kwargs) -> Think:
-    return Think(ScriptedModel(steps), tools=tools, plugins=plugins, load_entrypoints=False, **kwargs)
+    return make_agent(ScriptedModel(steps), tools=tools, plugins=plugins, **kwargs)
 
 
 async def test_two_tool_steps_fire_every_hook_in_order():

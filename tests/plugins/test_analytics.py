@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 
 from tests.loopback import LoopbackServer, Reply
+from tests.support.agents import make_agent
 from think_core import ConfigurationError, TurnConfig, Usage, block, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.cli import main
@@ -80,23 +81,8 @@ def four_outcomes(delay: float = 0.0) -> ScriptedModel:
     )
 
 
-_agents: list[Think] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_agents() -> Iterator[None]:
-    yield
-    while _agents:
-        _agents.pop().close()
-
-
 def make(model: ScriptedModel, *plugins: Any, settings: dict | None = None) -> Think:
-    agent = Think(
-        model, tools=[lookup, wipe, broken, cached], plugins=list(plugins), settings=settings,
-        load_entrypoints=False,
-    )
-    _agents.append(agent)
-    return agent
+    return make_agent(model, tools=[lookup, wipe, broken, cached], plugins=plugins, settings=settings)
 
 
 _created: list[Analytics] = []

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.agents import make_agent
 from think_core import tool
 from think_core.agent import Think
 from think_core.models.base import ToolMessage
@@ -77,25 +78,13 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("THINK_PLUGINS")
 
 
-_agents: list[Think] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_agents() -> Iterator[None]:
-    yield
-    while _agents:
-        _agents.pop().close()
-
-
 def make(tmp_path: Path, model: ScriptedModel, tools: Tools, *, cache: dict | None = None,
          analytics: dict | None = None) -> Think:
     settings = {
         "tool_cache": cache if cache is not None else {"backend": "sqlite", "path": str(tmp_path / "cache.db")},
         "analytics": analytics if analytics is not None else {"path": str(tmp_path / "analytics.db")},
     }
-    agent = Think(model, tools=tools.all, settings=settings)
-    _agents.append(agent)
-    return agent
+    return make_agent(model, tools=tools.all, settings=settings, load_entrypoints=True)
 
 
 def plugin(agent: Think, name: str) -> Any:
@@ -260,14 +249,13 @@ async def test_example_plugin_installs_and_composes_with_the_bundled_five(
     tools = Tools()
     price = ("get_price", {"item": "tea"})
     model = ScriptedModel(calls_then_answer(price, ("set_price", {"item": "tea", "price": 1}), price))
-    agent = Think(
-        model, tools=tools.all,
+    agent = make_agent(
+        model, tools=tools.all, load_entrypoints=True,
         settings={
             "tool_budget": {"max_calls_per_turn": 1},
             "analytics": {"path": str(tmp_path / "analytics.db")},
         },
     )
-    _agents.append(agent)
     infos = {info.name: info for info in agent.plugin_manager.plugin_infos}
     assert set(infos) == BUNDLED | {"tool_budget"}
     assert infos["tool_budget"].distribution == "think-example-plugin"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.agents import make_agent
 from think_core import ConfigurationError, allow, block, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.models.base import ToolMessage
@@ -78,20 +78,8 @@ def outputs(model: ScriptedModel) -> list[Any]:
     return [m.output for m in model.requests[-1].messages if isinstance(m, ToolMessage)]
 
 
-_agents: list[Think] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_agents() -> Iterator[None]:
-    yield
-    while _agents:
-        _agents.pop().close()
-
-
 def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
-    agent = Think(model, tools=tools.all, plugins=list(plugins), settings=settings, load_entrypoints=False)
-    _agents.append(agent)
-    return agent
+    return make_agent(model, tools=tools.all, plugins=plugins, settings=settings)
 
 
 READ_A = ("read_file", {"path": "a"})
@@ -364,14 +352,15 @@ async def test_sqlite_cache_is_shared_by_two_agents(tmp_path: Path) -> None:
     tools_a, tools_b = Tools(), Tools()
     model_a, model_b = steps(READ_A), steps(READ_A, ("delete_file", {"path": "z"}))
     cache_a, cache_b = ToolCache(), ToolCache()
-    await make(model_a, tools_a, cache_a, settings=settings).session("s").chat("go")
+    agent_a = make(model_a, tools_a, cache_a, settings=settings)
+    await agent_a.session("s").chat("go")
     await make(model_b, tools_b, cache_b, settings=settings).session("s").chat("go")
     assert tools_a.ran["read_file"] == 1 and tools_b.ran["read_file"] == 0
     assert outputs(model_b)[0] == {"path": "a", "text": "contents of a #1"}
     assert cache_b.stats.hits == 1 and cache_b.stats.invalidations == 1
     # agent b's delete emptied the shared file for agent a too
     model_a.add(Step(tool_calls=[call(*READ_A)]), "done")
-    await _agents[0].session("s").chat("again")
+    await agent_a.session("s").chat("again")
     assert tools_a.ran["read_file"] == 2
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"

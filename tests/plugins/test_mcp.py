@@ -21,6 +21,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
+from tests.support.agents import make_agent
 from think_core import ConfigurationError, PluginError, hookimpl, tool  # noqa: E402
 from think_core.agent import Think  # noqa: E402
 from think_core.cli.config import load_config  # noqa: E402
@@ -101,20 +102,15 @@ def make_server(request: pytest.FixtureRequest) -> Callable[..., MCPServer]:
     return lambda **options: MCPServer.http(url, **options)
 
 
-_agents: list[Think] = []
-
-
 @pytest.fixture(autouse=True)
 async def _close_agents() -> AsyncIterator[None]:
+    """MCP servers are child processes and connections: agents here close with ``aclose``."""
     yield
-    while _agents:
-        await _agents.pop().aclose()
+    await make_agent.aclose()
 
 
 def agent_with(steps: list[Any], *servers_and_tools: Any, plugins: tuple[Any, ...] = (), **kwargs: Any) -> Think:
-    agent = Think(ScriptedModel(steps), tools=servers_and_tools, plugins=plugins, load_entrypoints=False, **kwargs)
-    _agents.append(agent)
-    return agent
+    return make_agent(ScriptedModel(steps), tools=servers_and_tools, plugins=plugins, **kwargs)
 
 
 def results(agent: Think) -> dict[str, ToolMessage]:
@@ -362,7 +358,7 @@ async def test_aclose_leaves_no_child_process() -> None:
     assert _pid_alive(pid)
 
     await agent.aclose()
-    _agents.remove(agent)
+    make_agent.built.remove(agent)
     deadline = time.monotonic() + DEADLINE
     while _pid_alive(pid) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)

@@ -3,11 +3,9 @@ the contexts, ``StepResult.tool_results`` as ``StepToolResult`` models, tool-par
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any, get_args
 
-import pytest
-
+from tests.support.agents import make_agent
 from think_core import (
     ChunkContext,
     SessionView,
@@ -24,15 +22,6 @@ from think_core.agent import Think
 from think_core.messages import PENDING_TOOL_STATES, SETTLED_TOOL_STATES
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.readonly import ReadOnlyGuard
-
-_agents: list[Think] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_agents() -> Iterator[None]:
-    yield
-    while _agents:
-        _agents.pop().close()
 
 
 @tool(read_only=True)
@@ -82,9 +71,7 @@ class BodyWatcher:
 
 
 def make(model: ScriptedModel, *plugins: Any) -> Think:
-    agent = Think(model, tools=[lookup, fail], plugins=list(plugins), load_entrypoints=False)
-    _agents.append(agent)
-    return agent
+    return make_agent(model, tools=[lookup, fail], plugins=plugins)
 
 
 async def test_tool_call_hooks_see_the_turns_body_and_the_live_session() -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests.support.agents import make_agent
 from think_core import ConfigurationError, TurnConfig, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.models.base import ToolMessage
@@ -57,20 +57,8 @@ def tool_results(model: ScriptedModel) -> dict[str, ToolMessage]:
     return {m.tool_name: m for m in model.requests[-1].messages if isinstance(m, ToolMessage)}
 
 
-_agents: list[Think] = []
-
-
-@pytest.fixture(autouse=True)
-def _close_agents() -> Iterator[None]:
-    yield
-    while _agents:
-        _agents.pop().close()
-
-
 def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
-    agent = Think(model, tools=tools.all, plugins=list(plugins), settings=settings, load_entrypoints=False)
-    _agents.append(agent)
-    return agent
+    return make_agent(model, tools=tools.all, plugins=plugins, settings=settings)
 
 
 async def test_off_by_default_everything_runs() -> None:

@@ -12,29 +12,22 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from contextlib import aclosing
 from typing import Any
 
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401  (fixture)
+from tests.support.wire import FAST, ask, collect, oa_chunk
 from think_core import ProviderError, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.anthropic import AnthropicModel
-from think_core.models.base import ModelRequest, UserMessage
 from think_core.models.openai import OpenAIChatModel
 from think_core.models.retry import RetryPolicy
 
-FAST = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
 ATTEMPTS = FAST.max_retries + 1
 
 
 # -- wire helpers -----------------------------------------------------------------------------------
-
-
-def oa_chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
-    choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
-    return {"id": "chatcmpl-adv", "object": "chat.completion.chunk", "model": "gpt-4o", "choices": choices, **extra}
 
 
 def oa_events(*pieces: str) -> list[Any]:
@@ -110,15 +103,6 @@ def agent_for(model: Any, *plugins: Any, **kwargs: Any) -> Think:
 
 async def stored(agent: Think, session_id: str = "s") -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in await agent.session(session_id).messages()]
-
-
-def ask() -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content="hi")])
-
-
-async def collect(model: Any) -> list[Any]:
-    async with aclosing(model.stream(ask())) as events:
-        return [e async for e in events]
 
 
 # -- garbage between events -------------------------------------------------------------------------
@@ -207,7 +191,7 @@ async def test_well_formed_json_of_the_wrong_shape_is_a_provider_error(
 ) -> None:
     loopback.enqueue(*[Reply.sse(stream) for _ in range(ATTEMPTS)])
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(provider, loopback))
+        await collect(make_model(provider, loopback), ask())
     assert info.value.type == "invalid_stream"
 
 

@@ -7,12 +7,12 @@ The streams below are byte-exact copies of recorded responses (``reference/provi
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 from typing import Any
 
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
+from tests.support.wire import FAST, ask, collect, text_of
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 from think_core.models.anthropic import AnthropicModel
@@ -26,7 +26,6 @@ from think_core.models.base import (
     ToolSpec,
     UserMessage,
 )
-from think_core.models.retry import RetryPolicy
 
 ANTHROPIC_TEXT = r'''event: message_start
 data: {"type":"message_start","message":{"id":"msg_4QpJur2dWWDjF6C758FbBw5vm12BaVipnK","type":"message","role":"assistant","content":[],"model":"claude-3-opus-latest","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":11,"output_tokens":1}}}
@@ -123,29 +122,10 @@ ANTHROPIC_THINKING_PAYLOADS = r'''{"type":"content_block_start","index":0,"conte
 {"type":"content_block_stop","index":0}
 '''
 
-FAST_RETRY = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
-
-
 def make_model(server: LoopbackServer, **kwargs: Any) -> AnthropicModel:
     kwargs.setdefault("api_key", "sk-ant-test")
-    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs.setdefault("retry_policy", FAST)
     return AnthropicModel("claude-sonnet-4-20250514", base_url=server.url, **kwargs)
-
-
-def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content=text)], **kwargs)
-
-
-async def collect(model: Any, request: ModelRequest, seen: list[Any] | None = None) -> list[Any]:
-    events = seen if seen is not None else []
-    async with aclosing(model.stream(request)) as stream:
-        async for event in stream:
-            events.append(event)
-    return events
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 def thinking_stream() -> str:

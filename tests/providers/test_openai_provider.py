@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
+from tests.support.wire import FAST, ask, collect, text_of
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 from think_core.models.base import (
@@ -28,7 +29,6 @@ from think_core.models.base import (
     UserMessage,
 )
 from think_core.models.openai import OpenAIChatModel
-from think_core.models.retry import RetryPolicy
 
 OPENAI_TEXT_LENGTH = r'''data: {"id":"chatcmpl-ABfw3Oqj8RD0z6aJiiX37oTjV2HFh","object":"chat.completion.chunk","created":1727346171,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_7568d46099","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}]}
 
@@ -134,26 +134,10 @@ data: [DONE]
 
 '''
 
-FAST_RETRY = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
-
-
 def make_model(server: LoopbackServer, **kwargs: Any) -> OpenAIChatModel:
     kwargs.setdefault("api_key", "sk-test")
-    kwargs.setdefault("retry_policy", FAST_RETRY)
+    kwargs.setdefault("retry_policy", FAST)
     return OpenAIChatModel("gpt-4o", base_url=server.url + "/v1", **kwargs)
-
-
-def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content=text)], **kwargs)
-
-
-async def collect(model: Any, request: ModelRequest) -> list[Any]:
-    async with aclosing(model.stream(request)) as stream:
-        return [event async for event in stream]
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:

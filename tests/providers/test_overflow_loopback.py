@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
-from tests.providers.test_provider_turns import FAST, an_stream, oa_text, openai_model
 from tests.recorder import Recorder
+from tests.support.wire import FAST, an_stream, oa_text, openai_model
 from think_core.agent import Think
 from think_core.compaction import SUMMARY_SYSTEM
 from think_core.models.anthropic import AnthropicModel

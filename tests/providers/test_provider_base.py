@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterator, Sequence
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +16,14 @@ import httpx
 import pytest
 
 from tests.loopback import LoopbackServer, Reply  # noqa: F401
+from tests.support.wire import FAST, ask, collect
 from think_core.agent import Think
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ModelEvent, TextDelta, ToolCall, Usage
 from think_core.models import _wire
 from think_core.models.base import ModelRequest, UserMessage
 from think_core.models.http_model import NO_EVENTS, EventMapper, StreamingHTTPModel
-from think_core.models.retry import RetryPolicy
 from think_core.models.sse import SSEEvent
-
-FAST = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
 
 toy_reason = _wire.stop_reason_mapper({"done": "stop", "cut": "length", "tools": "tool-calls"})
 
@@ -87,15 +84,6 @@ def toy(server: LoopbackServer, **kwargs: Any) -> ToyModel:
     kwargs.setdefault("api_key", "toy-secret")
     kwargs.setdefault("retry_policy", FAST)
     return ToyModel("toy-1", base_url=server.url, **kwargs)
-
-
-def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content=text)], **kwargs)
-
-
-async def collect(model: Any, request: ModelRequest) -> list[Any]:
-    async with aclosing(model.stream(request)) as stream:
-        return [event async for event in stream]
 
 
 async def test_a_new_provider_is_body_and_mapping(loopback: LoopbackServer) -> None:

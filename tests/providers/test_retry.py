@@ -12,13 +12,12 @@ import httpx
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
+from tests.support.wire import FAST, text_of
 from think_core.errors import ProviderError
 from think_core.events import Finish, TextDelta
 from think_core.models.base import ModelRequest, UserMessage
 from think_core.models.openai import OpenAIChatModel
 from think_core.models.retry import RetryPolicy, is_retryable, parse_retry_after, stream_with_retry
-
-FAST = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
 
 
 def text_stream(text: str = "ok") -> str:
@@ -38,10 +37,6 @@ async def run(m: OpenAIChatModel, seen: list[Any] | None = None) -> list[Any]:
         async for event in stream:
             events.append(event)
     return events
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 RATE_LIMIT = {"error": {"message": "Rate limit reached for gpt-4o", "type": "tokens", "code": "rate_limit_exceeded"}}

@@ -21,6 +21,9 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from tests.support import agents
+from tests.support.agents import other_tasks
+from tests.support.web import chat_request, text_of, user, ws_url
 from think_core import Tool, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -30,8 +33,7 @@ from think_core.server.testing import running_server
 TIMEOUT = 10.0
 
 
-def make_agent(model: ScriptedModel, **kwargs: Any) -> Think:
-    return Think(model, store=":memory:", load_entrypoints=False, **kwargs)
+make_agent = agents.make_agent.using(store=":memory:")
 
 
 @asynccontextmanager
@@ -39,10 +41,6 @@ async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[str, Any
     app = create_app(agent, **app_kwargs)
     async with running_server(app) as base:
         yield base, app
-
-
-def ws_url(base: str, session_id: str = "s1") -> str:
-    return base.replace("http://", "ws://") + f"/agents/think/{session_id}"
 
 
 async def recv(ws: ClientConnection) -> dict[str, Any]:
@@ -69,27 +67,6 @@ async def stream(ws: ClientConnection, stream_id: str) -> tuple[list[dict[str, A
             if frame["done"]:
                 return chunks, frame
             chunks.append(json.loads(frame["body"]))
-
-
-def user(text: str, id: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
-def chat_request(request_id: str, messages: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
-    return {
-        "type": "cf_agent_use_chat_request",
-        "id": request_id,
-        "init": {"method": "POST", "body": json.dumps({"messages": messages, "trigger": "submit-message", **body})},
-    }
-
-
-def text_of(chunks: list[dict[str, Any]]) -> str:
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
-
-
-def other_tasks() -> list[asyncio.Task]:
-    me = asyncio.current_task()
-    return [t for t in asyncio.all_tasks() if t is not me and not t.done()]
 
 
 def strict_loads(text: str) -> Any:

@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import agents
+from tests.support.web import text_of, user
 from think_core import hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -77,8 +79,7 @@ class BodyRecorder:
         self.turns.append((ctx.trigger, ctx.body, ctx.continuation))
 
 
-def make_agent(model: ScriptedModel, **kwargs: Any) -> Think:
-    return Think(model, tools=[get_weather], store=":memory:", load_entrypoints=False, **kwargs)
+make_agent = agents.make_agent.using(tools=[get_weather], store=":memory:")
 
 
 @asynccontextmanager
@@ -86,10 +87,6 @@ async def api(agent: Think, **app_kwargs: Any) -> AsyncIterator[httpx.AsyncClien
     async with running_server(create_app(agent, **app_kwargs)) as base:
         async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
             yield http
-
-
-def user(text: str, id: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
 
 
 def transport_body(chat_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
@@ -118,10 +115,6 @@ async def post_chat(http: httpx.AsyncClient, body: dict[str, Any]) -> tuple[http
     assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
     assert response.headers["cache-control"] == "no-cache"
     return response, parse_sse(response.text)
-
-
-def text_of(chunks: list[dict[str, Any]]) -> str:
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
 
 
 # -- the stream -----------------------------------------------------------------------------------

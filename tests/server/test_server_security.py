@@ -21,6 +21,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from tests.support import agents
+from tests.support.web import ws_url
 from think_core.agent import Think
 from think_core.cli.serve import byte_size
 from think_core.models.scripted import ScriptedModel, Step
@@ -33,7 +35,7 @@ SECRET = "history-secret-4711"
 
 
 def make_agent(*steps: Step) -> Think:
-    return Think(ScriptedModel(list(steps)), store=":memory:", load_entrypoints=False)
+    return agents.make_agent(ScriptedModel(list(steps)), store=":memory:")
 
 
 @asynccontextmanager
@@ -49,10 +51,6 @@ def chat_body(session_id: str = "c", text: str = "hi") -> dict[str, Any]:
 
 def sse_chunks(raw: str) -> list[dict[str, Any]]:
     return [json.loads(e[6:]) for e in raw.split("\n\n") if e.startswith("data: {")]
-
-
-def ws_url(base: str, session_id: str = "s1", query: str = "") -> str:
-    return f"{base.replace('http://', 'ws://')}/agents/think/{session_id}{query}"
 
 
 async def ws_refusal(url: str, **kwargs: Any) -> tuple[int, dict[str, Any]]:

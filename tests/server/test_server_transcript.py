@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.support.web import user
 from think_core import tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -52,10 +53,6 @@ def script() -> ScriptedModel:
         ],
         delay=0.01,
     )
-
-
-def user(text: str, id: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
 
 
 def assistant(id: str) -> dict[str, Any]:

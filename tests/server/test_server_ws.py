@@ -18,6 +18,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
+from tests.support import agents
+from tests.support.web import chat_request, text_of, user
 from think_core import block, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -62,9 +64,7 @@ class DeleteGuard:
         return block("deleting is not allowed here") if ctx.tool_name == "delete_file" else None
 
 
-def make_agent(model: ScriptedModel, **kwargs: Any) -> Think:
-    kwargs.setdefault("tools", [get_weather, delete_file, send_email])
-    return Think(model, store=":memory:", load_entrypoints=False, **kwargs)
+make_agent = agents.make_agent.using(tools=[get_weather, delete_file, send_email], store=":memory:")
 
 
 class Client:
@@ -129,18 +129,6 @@ async def client(base: str, session_id: str = "s1", query: str = "", **kwargs: A
         yield Client(ws)
 
 
-def chat_request(request_id: str, messages: list[dict[str, Any]], **body: Any) -> dict[str, Any]:
-    return {
-        "type": "cf_agent_use_chat_request",
-        "id": request_id,
-        "init": {"method": "POST", "body": json.dumps({"messages": messages, "trigger": "submit-message", **body})},
-    }
-
-
-def user(text: str, id: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
 def types(chunks: list[dict[str, Any]]) -> list[str]:
     return [c["type"] for c in chunks]
 
@@ -152,10 +140,6 @@ def collapse(names: list[str]) -> list[str]:
         if not out or out[-1] != name:
             out.append(name)
     return out
-
-
-def text_of(chunks: list[dict[str, Any]]) -> str:
-    return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
 
 
 # -- connecting --------------------------------------------------------------------------------
