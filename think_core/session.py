@@ -52,8 +52,10 @@ class Session:
         settings: dict[str, Any],
         send_reasoning: bool,
         submission_lease: float,
+        on_open: Callable[[Session], object] | None = None,
     ) -> None:
         self.id = session_id
+        self._on_open = on_open
         self.settings = settings
         self.state: dict[str, Any] = {}
         self._plugin_state: dict[str, dict[str, Any]] = {}
@@ -99,6 +101,8 @@ class Session:
                     await self._db.ensure_session(self.id)
                     await self._hooks.configure_session(self)
                     await self._submissions.recover()
+                    if self._on_open is not None:
+                        self._on_open(self)
                 except BaseException as exc:
                     # Callers waiting on this attempt get its error; the next caller tries
                     # again (a cancelled or failed first open must not break the session).
@@ -119,6 +123,19 @@ class Session:
                 if attempt.done() and not attempt.cancelled() and task is not None and not task.cancelling():
                     continue  # the opener was cancelled, not us: open again ourselves
                 raise
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the session was opened in this process (its submissions are watched)."""
+        return self._opened is not None and self._opened.done() and not self._opened.cancelled()
+
+    def resume_submissions(self) -> None:
+        """Start draining the session's unfinished submissions (a no-op while a drain runs)."""
+        self._submissions.kick()
+
+    async def submissions_drained(self) -> None:
+        """Wait until the session's drain (if one runs) has nothing left to do."""
+        await self._submissions.drained()
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:

@@ -4,7 +4,9 @@ recovered when a process opens the session again.
 
 The order is strict, across processes too: a submission whose owner died (or whose lease
 expired) blocks the later ones of its session until it has been retaken and finished, so each
-turn runs on the history its own message ends.
+turn runs on the history its own message ends. A drain so blocked looks again every
+:data:`OWNER_CHECK` seconds, so it retakes the submission as soon as the lease expires, or at
+once when the owner was a process on this host that is gone.
 
 The queue knows nothing of sessions: it is given the session id, the store, the lease, and the
 two callables it needs — run a turn, cancel a turn."""
@@ -23,7 +25,7 @@ from .errors import UnknownSubmission
 from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
-from .submission_recovery import recover_submissions
+from .submission_recovery import recover_orphaned_submissions
 from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
 
@@ -34,6 +36,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger("think.submissions")
 
 _UNFINISHED = ("pending", "running")
+
+#: Seconds between two looks at a submission another owner runs (is the owner gone, did its
+#: lease expire?) while a drain waits for it.
+OWNER_CHECK = 0.5
 
 
 def _answered_message_id(row: Submission) -> str | None:
@@ -119,15 +125,15 @@ class SubmissionQueue:
             )
 
     async def _drain(self) -> None:
-        """Until nothing of the session is unfinished: retake what an expired owner left, then
-        claim the next submission in order. While an earlier one runs elsewhere (or waits for
-        its dead owner's lease to expire), poll three times per lease."""
+        """Until nothing of the session is unfinished: retake what a dead or expired owner
+        left, then claim the next submission in order. While an earlier one runs elsewhere,
+        look again every :data:`OWNER_CHECK` seconds."""
         session_id = self.session_id
         while True:
-            recovered = await self.db.run(recover_submissions, session_id, stale_after=self.lease)
+            recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
             for row in recovered:
                 await self._run(row, recovering=True)
-            row = await self.db.claim_next_submission(session_id, in_order=True)
+            row = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
             if row is not None:
                 await self._run(row, recovering=False)
                 continue
@@ -136,9 +142,19 @@ class SubmissionQueue:
             if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                 return
             try:
-                await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+                await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
             except TimeoutError:
                 pass
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_task is not None and not self._drain_task.done()
+
+    async def drained(self) -> None:
+        """Wait until the drain running now (if any) has nothing left to do."""
+        task = self._drain_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
@@ -229,7 +245,7 @@ class SubmissionQueue:
                     return row
                 # Our own drain signals; a submission another process runs is polled.
                 try:
-                    await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+                    await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
                 except TimeoutError:
                     pass
 

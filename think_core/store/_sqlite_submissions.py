@@ -17,11 +17,17 @@ from typing import Any
 from ..errors import UnknownSubmission
 from ..types import UIMessage
 from ._sqlite_connection import SQLiteConnection, _dumps
-from .base import TERMINAL_SUBMISSION_STATUSES, JournalEntry, Submission
+from .base import TERMINAL_SUBMISSION_STATUSES, JournalEntry, Submission, SubmissionOwner
 
 _SUBMISSION_COLUMNS = (
     "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
-    "messages_applied_at, created_at, started_at, completed_at, answer_message_id"
+    "messages_applied_at, created_at, started_at, completed_at, answer_message_id, heartbeat_at, "
+    "owner, owner_host, owner_pid, owner_started, owner_namespace, lease"
+)
+# Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat.
+_TAKE_LEASE = (
+    "heartbeat_at = ?, owner = ?, owner_host = ?, owner_pid = ?, owner_started = ?, owner_namespace = ?, "
+    "lease = COALESCE(?, lease)"
 )
 
 
@@ -31,6 +37,14 @@ class SubmissionRows(SQLiteConnection):
     @staticmethod
     def _submission(row: sqlite3.Row) -> Submission:
         metadata = row["metadata"]
+        owner = None
+        if row["owner"] is not None:
+            owner = SubmissionOwner(
+                id=row["owner"], host=row["owner_host"], pid=row["owner_pid"], started=row["owner_started"],
+                namespace=row["owner_namespace"],
+            )
+        heartbeat, lease = row["heartbeat_at"], row["lease"]
+        running = row["status"] == "running"
         return Submission(
             submission_id=row["submission_id"],
             session_id=row["session_id"],
@@ -45,7 +59,18 @@ class SubmissionRows(SQLiteConnection):
             started_at=row["started_at"],
             completed_at=row["completed_at"],
             answer_message_id=row["answer_message_id"],
+            owner=owner,
+            heartbeat_at=heartbeat,
+            lease_expires_at=heartbeat + lease if running and heartbeat is not None and lease is not None else None,
         )
+
+    def submission_owner(self) -> SubmissionOwner:
+        """This store as the owner of the rows it claims or retakes."""
+        return self.owner
+
+    def _lease_values(self, now: float, lease: float | None) -> tuple[Any, ...]:
+        owner = self.owner
+        return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
         self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
@@ -138,12 +163,15 @@ class SubmissionRows(SQLiteConnection):
             rows = conn.execute(sql, args).fetchall()
         return [self._submission(r) for r in rows]
 
-    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None:
+    def claim_next_submission(
+        self, session_id: str, *, in_order: bool = False, lease: float | None = None
+    ) -> Submission | None:
         """Atomically move the oldest ``pending`` submission to ``running`` (setting
         ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
         claimed by exactly one caller, across connections and processes. ``in_order``: only
         when no submission accepted before it is still ``running`` (``None`` otherwise), so a
-        session's submissions run one after the other in acceptance order."""
+        session's submissions run one after the other in acceptance order. ``lease``: the
+        seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
         with self._write() as conn:
             row = conn.execute(
@@ -155,9 +183,9 @@ class SubmissionRows(SQLiteConnection):
                 return None
             now = time.time()
             conn.execute(
-                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ?, owner = ? "
+                f"UPDATE submissions SET status = 'running', started_at = ?, {_TAKE_LEASE} "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
-                (now, now, self.owner_id, session_id, row[0]),
+                (now, *self._lease_values(now, lease), session_id, row[0]),
             )
             claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
         return self._submission(claimed) if claimed is not None else None
@@ -298,7 +326,7 @@ class SubmissionRows(SQLiteConnection):
             return bool(changed)
 
     def retake_stale_submissions(
-        self, session_id: str, *, stale_after: float | None = None
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
     ) -> list[Submission]:
         """Take over ``running`` rows whose lease expired (last heartbeat, or start, at least
         ``stale_after`` seconds ago; every running row when ``None``): their lease is renewed
@@ -307,7 +335,7 @@ class SubmissionRows(SQLiteConnection):
         now = time.time()
         with self._write() as conn:
             rows = conn.execute(
-                f"SELECT {_SUBMISSION_COLUMNS}, heartbeat_at FROM submissions WHERE session_id = ? "
+                f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
                 (session_id,),
             ).fetchall()
@@ -317,11 +345,45 @@ class SubmissionRows(SQLiteConnection):
                 if stale_after is not None and last_seen > now - stale_after:
                     continue
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ?, owner = ? WHERE session_id = ? AND submission_id = ?",
-                    (now, self.owner_id, session_id, row["submission_id"]),
+                    f"UPDATE submissions SET {_TAKE_LEASE} WHERE session_id = ? AND submission_id = ?",
+                    (*self._lease_values(now, lease), session_id, row["submission_id"]),
                 )
                 taken.append(self._submission(row))
         return taken
+
+    def retake_submission(
+        self,
+        session_id: str,
+        submission_id: str,
+        *,
+        if_owner: str | None,
+        if_heartbeat_at: float | None,
+        lease: float | None = None,
+    ) -> Submission | None:
+        """Take over one ``running`` row, only if it is still held by ``if_owner`` with its last
+        heartbeat at ``if_heartbeat_at`` (what the caller saw when it judged the owner dead or
+        its lease expired): an owner that renewed meanwhile keeps it. Returns the row as it was
+        before the takeover, or ``None`` when nothing changed."""
+        with self._write() as conn:
+            row = self._select_submission(
+                conn, session_id, "submission_id = ? AND status = 'running' AND owner IS ? AND heartbeat_at IS ?",
+                (submission_id, if_owner, if_heartbeat_at),
+            )
+            if row is None:
+                return None
+            conn.execute(
+                f"UPDATE submissions SET {_TAKE_LEASE} WHERE session_id = ? AND submission_id = ?",
+                (*self._lease_values(time.time(), lease), session_id, submission_id),
+            )
+        return self._submission(row)
+
+    def running_submissions(self) -> list[Submission]:
+        """Every ``running`` submission of every session, in acceptance order."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' ORDER BY seq"
+            ).fetchall()
+        return [self._submission(r) for r in rows]
 
     def requeue_submission(self, session_id: str, submission_id: str) -> bool:
         """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
