@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from pydantic import ConfigDict
 
@@ -28,6 +29,7 @@ from .store import Submission
 from .submission_recovery import recover_orphaned_submissions
 from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
+from .types import Trigger
 
 if TYPE_CHECKING:
     from .store import AsyncStore
@@ -40,6 +42,21 @@ _UNFINISHED = ("pending", "running")
 #: Seconds between two looks at a submission another owner runs (is the owner gone, did its
 #: lease expire?) while a drain waits for it.
 OWNER_CHECK = 0.5
+
+
+_DONE = object()  # a listener's end of stream
+
+#: Keys of a submission's ``metadata`` the drain reads: the entry path its turn reports as its
+#: trigger (a server chat: ``http`` / ``websocket``) and the turn's ``body`` (the client's extra
+#: data, e.g. ``{"read_only": true}``), kept so that a turn resumed after a crash has them too.
+TRIGGER_KEY, BODY_KEY = "trigger", "body"
+
+
+def _trigger_and_body(row: Submission) -> tuple[Trigger, dict[str, Any] | None]:
+    metadata = row.metadata or {}
+    trigger, body = metadata.get(TRIGGER_KEY), metadata.get(BODY_KEY)
+    known: Trigger = cast(Trigger, trigger) if trigger in get_args(Trigger) else "submit"
+    return known, (body if isinstance(body, dict) else None)
 
 
 def _answered_message_id(row: Submission) -> str | None:
@@ -76,6 +93,8 @@ class SubmissionQueue:
         self._cancel = cancel
         self._drain_task: asyncio.Task | None = None
         self._changed = asyncio.Event()
+        # Who follows the turn of a submission live (a server chat's stream), by submission id.
+        self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
 
     async def recover(self) -> None:
         """Called once when the session opens in this process: drain if anything is unfinished.
@@ -177,9 +196,12 @@ class SubmissionQueue:
             )
             return stored
 
+        trigger, body = _trigger_and_body(row)
         request = TurnRequest(
-            "submit",
+            trigger,
             None,
+            body=body,
+            emit=functools.partial(self._emit, sid),
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
@@ -207,7 +229,48 @@ class SubmissionQueue:
                 await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         finally:
             lease.stop()
+            for listener in self._listeners.get(sid, ()):
+                listener.put_nowait(_DONE)
         self._notify()
+
+    # -- following a submission's turn live ---------------------------------------------------
+    def listen(self, submission_id: str) -> asyncio.Queue[Any]:
+        """A queue that receives the chunks of ``submission_id``'s turn when this process runs
+        it (see :meth:`follow`); :meth:`unlisten` when done."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._listeners.setdefault(submission_id, []).append(queue)
+        return queue
+
+    def unlisten(self, submission_id: str, queue: asyncio.Queue[Any]) -> None:
+        queues = self._listeners.get(submission_id, [])
+        if queue in queues:
+            queues.remove(queue)
+        if not queues:
+            self._listeners.pop(submission_id, None)
+
+    def _emit(self, submission_id: str, chunk: dict[str, Any]) -> None:
+        for queue in self._listeners.get(submission_id, ()):
+            queue.put_nowait(chunk)
+
+    async def follow(self, submission_id: str, queue: asyncio.Queue[Any]) -> AsyncGenerator[dict[str, Any], None]:
+        """Yield the chunks ``queue`` (from :meth:`listen`) receives until the submission's
+        turn ends here, or until the submission is final (another process ran it, or it had
+        finished already): then nothing more comes, and the caller may replay the answer."""
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), OWNER_CHECK)
+            except TimeoutError:
+                row = await self.db.get_submission(self.session_id, submission_id)
+                if row is not None and row.status in _UNFINISHED:
+                    continue
+                while not queue.empty():  # what was emitted meanwhile
+                    item = queue.get_nowait()
+                    if item is not _DONE:
+                        yield item
+                return
+            if item is _DONE:
+                return
+            yield item
 
     def _notify(self) -> None:
         self._changed.set()
