@@ -62,6 +62,8 @@ class OrphanWatch:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self._interval)
+            if self._db.closed:  # the agent was closed without aclose()
+                return
             try:
                 await self.look()
             except asyncio.CancelledError:
