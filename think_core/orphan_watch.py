@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from .process_identity import this_process
 from .store import AsyncStore
-from .submission_recovery import is_orphaned
+from .submission_recovery import is_orphaned, lease_expiry
 from .submissions import OWNER_CHECK
 
 __all__ = ["OrphanWatch"]
@@ -51,6 +51,7 @@ class OrphanWatch:
         self._interval = interval
         self._task: asyncio.Task[None] | None = None
         self._waiting: set[str] = set()  # pending with nothing running ahead, at the last look
+        self._next_expiry = float("inf")  # the earliest lease another owner holds in an open session
 
     def start(self) -> None:
         """Start watching (once; a store no other process can reach needs no watching)."""
@@ -61,7 +62,8 @@ class OrphanWatch:
 
     async def _watch(self) -> None:
         while True:
-            await asyncio.sleep(self._interval)
+            # Wake at the next look, or right as a watched lease expires if that comes first.
+            await asyncio.sleep(max(0.01, min(self._interval, self._next_expiry - time.time() + 0.01)))
             if self._db.closed:  # the agent was closed without aclose()
                 return
             try:
@@ -74,15 +76,20 @@ class OrphanWatch:
     async def look(self) -> list[str]:
         """One look: resume the open sessions that need it; returns their ids."""
         watched = set(self._open_sessions())
+        self._next_expiry = float("inf")
         if not watched:
             self._waiting.clear()
             return []
         running = await self._db.running_submissions()
         me, now, here = self._db.sync.submission_owner(), time.time(), this_process()
-        due = {
-            row.session_id for row in running
-            if row.session_id in watched and is_orphaned(row, me, default_lease=self._lease, now=now, here=here)
-        }
+        due: set[str] = set()
+        for row in running:
+            if row.session_id not in watched or (row.owner is not None and row.owner.id == me.id):
+                continue
+            if is_orphaned(row, me, default_lease=self._lease, now=now, here=here):
+                due.add(row.session_id)
+            else:
+                self._next_expiry = min(self._next_expiry, lease_expiry(row, self._lease))
         busy = {row.session_id for row in running}
         waiting = {sid for sid in await self._db.pending_session_ids() if sid in watched and sid not in busy}
         due |= waiting & self._waiting

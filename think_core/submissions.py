@@ -165,10 +165,6 @@ class SubmissionQueue:
             except TimeoutError:
                 pass
 
-    @property
-    def draining(self) -> bool:
-        return self._drain_task is not None and not self._drain_task.done()
-
     async def drained(self) -> None:
         """Wait until the drain running now (if any) has nothing left to do."""
         task = self._drain_task

@@ -58,3 +58,79 @@ async def test_a_foreign_owner_is_recovered_once_its_lease_expired_and_not_befor
         assert await _history(agent) == [("user", "question"), ("assistant", bench.RECOVERED_ANSWER)]
     finally:
         await agent.aclose()
+
+
+def _accept_and_vanish(db: Path, session_id: str, text: str) -> str:
+    """What a process that accepted a submission and died before claiming it leaves behind."""
+    from think_core.store import SQLiteStore
+    from think_core.types import UIMessage
+
+    with SQLiteStore(db) as store:
+        row, _ = store.create_submission(
+            session_id, [UIMessage(id=f"{session_id}-{text}", role="user", parts=[{"type": "text", "text": text}])]
+        )
+    return row.submission_id
+
+
+async def test_a_submission_accepted_elsewhere_and_never_claimed_is_run_by_the_open_session(tmp_path: Path) -> None:
+    from think_core import Think
+    from think_core.models.scripted import ScriptedModel, Step
+
+    db = tmp_path / "t.db"
+    agent = Think(ScriptedModel([Step(text="picked up")]), store=str(db), load_entrypoints=False, submission_lease=30.0)
+    try:
+        session = agent.session("s")
+        await session.open()  # open, and idle: nothing to drain yet
+        sid = _accept_and_vanish(db, "s", "orphan")
+        done = await session.wait_for_submission(sid, timeout=30)
+        assert done.status == "completed" and done.owner == agent.store.submission_owner()
+        assert [(m.role, m.text) for m in await session.messages()] == [("user", "orphan"), ("assistant", "picked up")]
+    finally:
+        await agent.aclose()
+
+
+async def test_recover_on_start_resumes_every_session_a_few_at_a_time(tmp_path: Path) -> None:
+    import asyncio
+
+    from think_core import Think, hookimpl
+    from think_core.models.scripted import ScriptedModel, Step
+
+    db = tmp_path / "t.db"
+    waiting = {sid: _accept_and_vanish(db, sid, "left behind") for sid in ("a", "b", "c")}
+
+    class Concurrency:
+        def __init__(self) -> None:
+            self.now = self.most = 0
+
+        @hookimpl
+        async def before_turn(self, ctx: Any) -> None:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            await asyncio.sleep(0.2)
+
+        @hookimpl
+        def on_chat_response(self, result: Any) -> None:
+            self.now -= 1
+
+    counter = Concurrency()
+    agent = Think(ScriptedModel([Step(text="resumed")], repeat=True), store=str(db), plugins=[counter],
+                  load_entrypoints=False, recover_on_start=True, recovery_concurrency=2)
+    async with agent:  # nothing else is asked of it: starting is enough
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30
+        while set(await asyncio.to_thread(_unfinished_sessions, db)):
+            assert loop.time() < deadline, "the sessions were not resumed"
+            await asyncio.sleep(0.1)
+        for sid, submission_id in waiting.items():
+            row = await agent.session(sid).inspect_submission(submission_id)
+            assert row is not None and row.status == "completed"
+            assert [m.text for m in await agent.session(sid).messages()] == ["left behind", "resumed"]
+        assert await agent.recover() == []  # nothing left
+    assert counter.most == 2  # two sessions at a time, never all three
+
+
+def _unfinished_sessions(db: Path) -> list[str]:
+    from think_core.store import SQLiteStore
+
+    with SQLiteStore(db) as store:
+        return store.pending_session_ids()
