@@ -18,18 +18,17 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from .chat_submissions import ChatSubmissions, durable_chat
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id
 from .recovery import TurnMemory, TurnRecovery
 from .runner import TurnRunner
 from .store import Submission
-from .submissions import BODY_KEY, TRIGGER_KEY, SubmissionQueue, SubmitResult
+from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
-from .transcript import DurableChat, durable_chat
 from .turn import TurnDeps
 from .turn_request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
-from .ui_stream import replay_chunks
 
 if TYPE_CHECKING:
 
@@ -71,6 +70,7 @@ class Session:
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
         )
+        self._chats = ChatSubmissions(session_id, self._db, self._submissions)
         self._background: set[asyncio.Task[Any]] = set()
 
     @property
@@ -397,13 +397,9 @@ class Session:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
 
-        A request that only adds a user message is accepted as a durable submission first,
-        keyed by that message's id: it runs in acceptance order, a turn cut off by a crash is
-        resumed (see :meth:`submit_messages`), and a client that sends the same message again
-        follows the same turn — or gets its stored answer — instead of a second answer. Closing
-        the stream early cancels it, as for every stream.
-
-        Any other request is applied under the turn lock, before the first chunk: an edit or a
+        A request that only adds a user message runs as a durable submission keyed by that
+        message's id (see :mod:`think_core.chat_submissions`). Any other is applied under the
+        turn lock, before the first chunk: an edit or a
         regeneration deletes what it replaces, settled tool calls are answered, new messages are
         appended (see :mod:`think_core.transcript`). Then a turn runs for them, or the answered
         message is continued (trigger ``auto_continue``), or nothing runs when a call is still
@@ -413,64 +409,14 @@ class Session:
         await self.open()
         chat = durable_chat(await self._db.list_messages(self.id), transcript)
         if chat is not None:
-            transcript_chunks = self._stream_chat(chat, transcript, body, trigger, request_id or new_id("req"))
-            async with aclosing(transcript_chunks) as chunks:
-                async for chunk in chunks:
-                    yield chunk
-            return
-        request = TurnRequest(trigger, None, body=body, request_id=request_id)
-        request.should_apply = lambda: transcript.apply(self._db, self.id, request)
-        async with aclosing(self.stream_request(request)) as chunks:
+            source = self._chats.stream(chat, transcript, body, trigger, request_id or new_id("req"))
+        else:
+            request = TurnRequest(trigger, None, body=body, request_id=request_id)
+            request.should_apply = lambda: transcript.apply(self._db, self.id, request)
+            source = self.stream_request(request)
+        async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk
-
-
-    async def _stream_chat(
-        self, chat: DurableChat, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
-    ) -> AsyncGenerator[dict[str, Any], None]:
-        """Accept ``chat`` as a submission and follow its turn. The same message sent again
-        waits for the turn it was accepted for and gets its answer replayed, as does a turn
-        that another process ran. Closing the stream before the end cancels the turn."""
-        queue = self._submissions.listen(sid)
-        row: Submission | None = None
-        try:
-            row = await self._chat_submission(chat, sid, trigger, body)
-            streamed = False
-            if row is not None and row.submission_id == sid:
-                transcript.appended = list(chat.append)
-                async for chunk in self._submissions.follow(sid, queue):
-                    streamed = True
-                    yield chunk
-            if streamed:
-                return
-            if row is not None:
-                row = await self._submissions.wait(row.submission_id)
-            answer = row.answer_message_id if row is not None else chat.answer
-            stored = [m for m in await self._db.list_messages(self.id) if m.id == answer]
-            for chunk in replay_chunks(stored[0]) if stored else ():
-                yield chunk
-        finally:
-            self._submissions.unlisten(sid, queue)
-            if row is not None and row.status in ("pending", "running"):
-                # Closed before its end (a client stopped the stream): stop the turn, as for every stream.
-                await self._submissions.cancel(row.submission_id)
-
-    async def _chat_submission(
-        self, chat: DurableChat, sid: str, trigger: Trigger, body: dict[str, Any] | None
-    ) -> Submission | None:
-        """The submission of a chat: accepted now, or the one the same message was accepted as
-        before; ``None`` when the message was answered outside any submission."""
-        metadata: dict[str, Any] = {TRIGGER_KEY: trigger, **({BODY_KEY: body} if body is not None else {})}
-        if not chat.append:
-            for row in await self._db.list_submissions(self.id):
-                if row.idempotency_key == chat.key:
-                    return row
-            if chat.answer is not None:
-                return None
-        accepted = await self._submissions.submit(
-            chat.append or [chat.message], submission_id=sid, idempotency_key=chat.key, metadata=metadata
-        )
-        return accepted
 
 
 def _check_callback(on_event: Any) -> None:

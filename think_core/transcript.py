@@ -168,42 +168,6 @@ def reconcile(
     return Reconciliation(cut, new_messages(kept, incoming), list(answers))
 
 
-@dataclass(frozen=True)
-class DurableChat:
-    """A chat request that only adds a user ``message``: it runs as a durable submission, keyed
-    by that message's id (``key``). ``append`` are the request's messages not stored yet (empty
-    when the client sends a message again); ``answer`` is the id of the stored assistant message
-    right after the keyed one, if there is one (it was answered already)."""
-
-    message: UIMessage
-    append: list[UIMessage]
-    answer: str | None = None
-
-    @property
-    def key(self) -> str:
-        return self.message.id
-
-
-def durable_chat(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableChat | None:
-    """The durable form of a chat request, or ``None`` when it does more than add a user
-    message: a regeneration, an edit (it cuts the history), tool answers, a continuation."""
-    if transcript.trigger != SUBMIT or transcript.answers or not transcript.messages:
-        return None
-    last = transcript.messages[-1]
-    if last.role != "user":
-        return None
-    ids = [m.id for m in stored]
-    message_id = transcript.message_id
-    if message_id == last.id and last.id in ids and stored[ids.index(last.id)].parts == last.parts:
-        message_id = None  # "editing" a message into what it already says: the same message, sent again
-    plan = reconcile(stored, transcript.messages, transcript.trigger, message_id)
-    if plan.cut or plan.answers or plan.continuation:
-        return None
-    after = ids.index(last.id) + 1 if last.id in ids else len(ids)
-    answer = stored[after].id if after < len(stored) and stored[after].role == "assistant" else None
-    return DurableChat(last, plan.append, answer)
-
-
 def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> UIMessage | None:
     for message in reversed(messages):
         if any(is_tool_part(p) and p.get("toolCallId") == tool_call_id for p in message.parts):
