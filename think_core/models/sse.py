@@ -109,6 +109,9 @@ class SSEDecoder:
                     data.clear()
                 self._event = None
                 self._retry = None
+            elif line.startswith("event:"):  # every event of some providers (Anthropic) names itself
+                value = line[6:]
+                self._event = value[1:] if value[:1] == " " else value
             elif line[0] == ":":
                 continue  # a comment / keep-alive
             else:
