@@ -91,7 +91,8 @@ def recover_submissions(store: Store, session_id: str, *, stale_after: float | N
     """Retake the session's ``running`` submissions whose lease expired (all of them when
     ``stale_after`` is ``None``), requeue the ones never applied, and return the ones that need
     an answer, in acceptance order. Synchronous: run it on the store's thread."""
-    return _decide(store, session_id, store.retake_stale_submissions(session_id, stale_after=stale_after))
+    retaken = store.retake_stale_submissions(session_id, stale_after=stale_after, lease=stale_after)
+    return _decide(store, session_id, retaken)
 
 
 def _decide(store: Store, session_id: str, retaken: list[Submission]) -> list[Submission]:

@@ -112,3 +112,11 @@ def test_running_submissions_and_sessions_with_unfinished_ones(store: Store) -> 
     assert [(r.session_id, r.submission_id) for r in running] == [("s1", "a"), ("s2", "b")]  # acceptance order
     assert all(r.owner == store.submission_owner() and r.lease_expires_at is not None for r in running)
     assert store.pending_session_ids() == ["s1", "s2"]
+
+
+def test_a_takeover_without_a_lease_does_not_inherit_the_previous_owners(store_factory: StoreFactory) -> None:
+    with store_factory() as first, store_factory() as second:
+        first.create_submission(S, [msg("q")], submission_id="a")
+        first.claim_next_submission(S, lease=1.0)
+        second.retake_stale_submissions(S)
+        assert second.get_submission(S, "a").lease_expires_at is None

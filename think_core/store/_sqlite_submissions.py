@@ -25,10 +25,11 @@ _SUBMISSION_COLUMNS = (
     "messages_applied_at, created_at, started_at, completed_at, answer_message_id, heartbeat_at, "
     "owner, owner_host, owner_pid, owner_started, owner_namespace, lease"
 )
-# Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat.
+# Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat
+# (NULL when the taker names no lease: never the previous owner's, which it may not keep).
 _TAKE_LEASE = (
     "heartbeat_at = ?, owner = ?, owner_host = ?, owner_pid = ?, owner_started = ?, owner_namespace = ?, "
-    "lease = COALESCE(?, lease)"
+    "lease = ?"
 )
 
 
