@@ -99,14 +99,23 @@ async def test_recover_on_start_resumes_every_session_a_few_at_a_time(tmp_path: 
     waiting = {sid: _accept_and_vanish(db, sid, "left behind") for sid in ("a", "b", "c")}
 
     class Concurrency:
+        """Each turn waits (up to 10 s) until two run at once, so the most seen is exactly the
+        limit whatever the machine's speed."""
+
         def __init__(self) -> None:
             self.now = self.most = 0
+            self.two = asyncio.Event()
 
         @hookimpl
         async def before_turn(self, ctx: Any) -> None:
             self.now += 1
             self.most = max(self.most, self.now)
-            await asyncio.sleep(0.2)
+            if self.now >= 2:
+                self.two.set()
+            try:
+                await asyncio.wait_for(self.two.wait(), 10)
+            except TimeoutError:
+                pass
 
         @hookimpl
         def on_chat_response(self, result: Any) -> None:
