@@ -113,3 +113,27 @@ async def test_a_stored_message_answered_outside_a_submission_is_replayed_not_an
         history = (await http.get("/api/sessions/c/messages")).json()["messages"]
     assert chunks[0] == {"type": "start", "messageId": stored_answer.id} and text_of(chunks) == "Answered by chat()."
     assert [m["id"] for m in history] == [stored_user.id, stored_answer.id]
+
+
+async def test_a_websocket_chat_cancelled_while_waiting_for_its_turn_never_runs(tmp_path: Path) -> None:
+    model = ScriptedModel([Step(text="one two three four five six seven eight nine ten")], delay=0.1)
+    agent = make_agent(tmp_path, model)
+    async with running_server(create_app(agent)) as base:
+        async with connect(f"{base.replace('http://', 'ws://')}/agents/think/w") as ws:
+            await ws.send(json.dumps(chat_request("r1", [user("first", "u1")])))
+            while not await agent.session("w").list_submissions(status="running"):
+                await asyncio.sleep(0.02)
+            await ws.send(json.dumps(chat_request("r2", [user("second", "u2")])))
+            while len(await agent.session("w").list_submissions()) < 2:
+                await asyncio.sleep(0.02)
+            await ws.send(json.dumps({"type": "cf_agent_chat_request_cancel", "id": "r2"}))
+            done: set[str] = set()
+            while done != {"r1", "r2"}:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                if frame.get("type") == "cf_agent_use_chat_response" and frame["done"]:
+                    done.add(frame["id"])
+        rows = {r.idempotency_key: r for r in await agent.session("w").list_submissions()}
+        history = await agent.session("w").messages()
+    assert (rows["u1"].status, rows["u2"].status) == ("completed", "aborted")
+    assert [(m.role, m.id) for m in history] == [("user", "u1"), ("assistant", rows["u1"].answer_message_id)]
+    assert len(model.requests) == 1
