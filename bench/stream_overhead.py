@@ -97,8 +97,16 @@ def render_anthropic(n: int) -> bytes:
 RENDER = {"openai": render_openai, "anthropic": render_anthropic}
 
 
-async def _serve() -> None:
-    cache: dict[tuple[str, int], bytes] = {}
+def stream_route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
+    """``/<shape>/<N>/v1/...``: the pre-rendered stream of that shape with N text deltas."""
+    _, shape, n_text, *_ = path.split("/")
+    key = (shape, int(n_text))
+    return cache.get(key) or cache.setdefault(key, RENDER[shape](key[1]))
+
+
+async def serve(route: Callable[[str, bytes, dict[Any, bytes]], bytes]) -> None:
+    """A loopback HTTP/1.1 server answering every POST with ``route(path, body, cache)``."""
+    cache: dict[Any, bytes] = {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -111,10 +119,7 @@ async def _serve() -> None:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value)
-                await reader.readexactly(length)
-                _, shape, n_text, *_ = path.split("/")  # /<shape>/<N>/v1/...
-                key = (shape, int(n_text))
-                body = cache.get(key) or cache.setdefault(key, RENDER[shape](key[1]))
+                body = route(path, await reader.readexactly(length), cache)
                 # The whole pre-rendered body in one write: the server costs nothing, so the
                 # floor is only the client's own work (reading lines, parsing JSON).
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -132,13 +137,20 @@ async def _serve() -> None:
 
 
 class ServerProcess:
+    """``script --serve`` in a child process (its work stays off the client's event loop)."""
+
+    def __init__(self, script: str = __file__) -> None:
+        self.script = script
+
     def __enter__(self) -> str:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, self.script, "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
         port = int(self.proc.stdout.readline())
         return f"http://127.0.0.1:{port}"
 
     def __exit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(10)
         self.proc.stdout.close()
@@ -312,7 +324,7 @@ def main() -> None:
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve())
+        asyncio.run(serve(stream_route))
         return
     os.environ.pop("THINK_PLUGINS", None)  # the bundled plugins come from entry points
     os.environ.pop("THINK_DISABLE_PLUGINS", None)
