@@ -221,3 +221,38 @@ class AssistantMessageBuilder:
         if self.error_text is not None:
             metadata = {**(metadata or {}), "error": self.error_text}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
+
+
+def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
+    """The UI message stream chunks that build the stored ``message`` again: what a client
+    that asks once more for an answer already given (or given by another process) receives."""
+    chunks: list[dict[str, Any]] = []
+    builder = AssistantMessageBuilder(message.id, chunks.append)
+    builder.start()
+    for part in message.parts:
+        kind = part.get("type", "")
+        if kind == "step-start":
+            if builder.parts:
+                builder.finish_step()
+            builder.start_step()
+        elif kind in ("text", "reasoning"):
+            (builder.text_delta if kind == "text" else builder.reasoning_delta)(part.get("text", ""))
+            builder._close_block()
+        elif "toolCallId" in part:
+            _replay_tool(builder, part)
+    if builder.parts and message.parts[0].get("type") == "step-start":
+        builder.finish_step()
+    builder.finish()
+    return chunks
+
+
+def _replay_tool(builder: AssistantMessageBuilder, part: dict[str, Any]) -> None:
+    call_id, state = part["toolCallId"], part.get("state")
+    name = part.get("toolName") or str(part.get("type", "")).removeprefix("tool-")
+    builder.tool_input_available(call_id, name, part.get("input"))
+    if state == "output-available":
+        builder.tool_output(call_id, part.get("output"))
+    elif state == "output-error":
+        builder.tool_error(call_id, str(part.get("errorText") or ""))
+    elif state == "approval-requested":
+        builder.tool_approval_requested(call_id)

@@ -10,6 +10,7 @@ from .base import (
     JournalEntry,
     Store,
     Submission,
+    SubmissionOwner,
     SubmissionStatus,
 )
 from .sqlite import SCHEMA_VERSION, SQLiteStore
@@ -25,6 +26,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "Submission",
+    "SubmissionOwner",
     "SubmissionStatus",
     "open_store",
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "JournalEntry",
     "Store",
     "Submission",
+    "SubmissionOwner",
     "SubmissionStatus",
 ]
 
@@ -43,8 +44,23 @@ COMPACTION_ROLE: Literal["user"] = "user"
 COMPACTION_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
 
+class SubmissionOwner(BaseModel):
+    """Who holds a submission's lease: a store instance (``id``) in a process (``host``,
+    ``pid``, ``started``: its start time in Unix seconds, ``namespace``: the kernel boot and PID
+    namespace its pid belongs to). A process on the same host and namespace can tell that the
+    owner died (see :mod:`think_core.process_identity`); ``None`` fields were not known."""
+
+    id: str
+    host: str | None = None
+    pid: int | None = None
+    started: float | None = None
+    namespace: str | None = None
+
+
 class Submission(BaseModel):
-    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``."""
+    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``.
+    While it runs, ``owner`` holds its lease, renewed at ``heartbeat_at`` until
+    ``lease_expires_at`` (``None`` when the owner recorded no lease length)."""
 
     submission_id: str
     session_id: str
@@ -59,6 +75,9 @@ class Submission(BaseModel):
     started_at: float | None = None
     completed_at: float | None = None
     answer_message_id: str | None = None  # the answer stored with the completion, if any
+    owner: SubmissionOwner | None = None  # the last owner of its lease
+    heartbeat_at: float | None = None
+    lease_expires_at: float | None = None  # while running
 
 
 class JournalEntry(BaseModel):
@@ -116,7 +135,10 @@ class Store(Protocol):
     def list_submissions(
         self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
     ) -> list[Submission]: ...
-    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None: ...
+    def submission_owner(self) -> SubmissionOwner: ...
+    def claim_next_submission(
+        self, session_id: str, *, in_order: bool = False, lease: float | None = None
+    ) -> Submission | None: ...
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
     def store_submission_answer(
         self,
@@ -134,7 +156,20 @@ class Store(Protocol):
         self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
     ) -> bool: ...
     def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]: ...
-    def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]: ...
+    def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
+    ) -> list[Submission]: ...
+    def retake_submission(
+        self,
+        session_id: str,
+        submission_id: str,
+        *,
+        if_owner: str | None,
+        if_heartbeat_at: float | None,
+        lease: float | None = None,
+    ) -> Submission | None: ...
+    def running_submissions(self) -> list[Submission]: ...
+    def pending_session_ids(self) -> list[str]: ...
 
     # key/value engine state
     def get_state(self, session_id: str, key: str) -> Any: ...
