@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from .dispatch import HookDispatcher
 
 logger = logging.getLogger("think.recovery")
+#: One machine-readable record per failed turn (``extra["event"] == "chat:request:failed"``), the
+#: counterpart of Think's ``chat:request:failed`` diagnostics event: INFO, so that it is quiet
+#: unless an application routes ``think.events`` somewhere.
+events = logging.getLogger("think.events")
 
 
 @dataclass
@@ -144,6 +148,17 @@ class TurnRecovery:
         error = replacement if isinstance(replacement, BaseException) else failure.error
         error_text = replacement if isinstance(replacement, str) else (str(error) or type(error).__name__)
         logger.info("turn %s failed at stage %s: %s", request_id, failure.stage, error_text)
+        events.info(
+            "chat:request:failed",
+            extra={
+                "event": "chat:request:failed",
+                "stage": failure.stage,
+                "classification": failure.classification,
+                "request_id": request_id,
+                "session_id": self.session.id,
+                "persisted": persisted,
+            },
+        )
         builder.error(error_text)
         return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
 

@@ -99,7 +99,7 @@ def readme_snippet(marker: str) -> str:
 
 
 def test_the_readme_scripted_model_snippet_runs_on_its_own(tmp_path: Path) -> None:
-    code = readme_snippet("ScriptedModel([Step(tool_calls=[call(")
+    code = readme_snippet("ScriptedModel([Step(tool_calls=[call(\"get_weather\"")
     env = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
     env["THINK_HOME"] = str(tmp_path / "home")
     done = subprocess.run(
