@@ -9,6 +9,7 @@ from .base import (
     Compaction,
     JournalEntry,
     Store,
+    StreamInfo,
     Submission,
     SubmissionStatus,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "JournalEntry",
     "SQLiteStore",
     "Store",
+    "StreamInfo",
     "Submission",
     "SubmissionStatus",
     "open_store",

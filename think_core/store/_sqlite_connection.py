@@ -15,7 +15,7 @@ from typing import Any
 
 from ..types import UIMessage
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -91,6 +91,26 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             created_at REAL NOT NULL
         )""",
         "CREATE INDEX journal_by_submission ON submission_journal (session_id, submission_id, seq)",
+    ),
+    # Resumable streams: each turn's UI message chunks, so a late joiner can replay and follow it.
+    4: (
+        """CREATE TABLE streams (
+            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+            stream_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            continuation INTEGER NOT NULL DEFAULT 0,
+            message_ids TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (session_id, stream_id)
+        )""",
+        """CREATE TABLE stream_chunks (
+            session_id TEXT NOT NULL,
+            stream_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, stream_id, seq)
+        )""",
     ),
 }
 
