@@ -23,6 +23,7 @@ from .messages import MessageInput, coerce_messages, new_id
 from .recovery import TurnMemory, TurnRecovery
 from .runner import TurnRunner
 from .store import Submission
+from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
 from .turn import TurnDeps
@@ -63,6 +64,8 @@ class Session:
         self._opened: asyncio.Future[None] | None = None
         self._memory = TurnMemory()
         self._recovery = TurnRecovery(self, deps, self._memory)
+        #: The session's resumable streams: what a client joining late replays and follows.
+        self.streams = SessionStreams(session_id, self._db)
         self._runner = TurnRunner(self, self._recovery, open=self.open, send_reasoning=send_reasoning)
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
@@ -383,7 +386,7 @@ class Session:
         :mod:`think_core.transcript`). Then a turn runs for them, or the answered message is
         continued (trigger ``auto_continue``), or nothing runs when a call is still waiting.
         """
-        request = TurnRequest(trigger, None, body=body, request_id=request_id)
+        request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
         request.should_apply = lambda: transcript.apply(self._db, self.id, request)
         async with aclosing(self.stream_request(request)) as chunks:
             async for chunk in chunks:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .messages import PENDING_TOOL_STATES, is_tool_part
+from .messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
 from .tool_results import Settle, apply_answer, approval_update, result_update
 from .types import Trigger, UIMessage
 
@@ -192,6 +192,7 @@ class TurnRequestFields(Protocol):
     incoming: Any
     continuation: bool
     body: dict[str, Any] | None
+    message_ids: list[str] | None
 
 
 @dataclass
@@ -235,4 +236,5 @@ class ClientTranscript:
         if plan.cut:
             await db.delete_messages(session_id, plan.cut)
         self.appended = request.incoming = plan.append
+        request.message_ids = origin_message_ids(self.messages)
         return True
