@@ -26,6 +26,7 @@ from .store import Submission
 from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
+from .transcript import replace_history
 from .turn import TurnDeps
 from .turn_request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
@@ -131,6 +132,14 @@ class Session:
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
         return await self._db.history(self.id)
+
+    async def replace_messages(self, messages: MessageInput) -> list[UIMessage]:
+        """Make the history equal ``messages`` (a chat client's ``setMessages``), after the turns
+        queued before; returns the stored history."""
+        self._assert_not_nested("replace_messages")
+        async with self._runner.lock:
+            await replace_history(self._db, self.id, coerce_messages(messages))
+            return await self._db.list_messages(self.id)
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""

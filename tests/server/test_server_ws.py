@@ -70,17 +70,24 @@ make_agent = agents.make_agent.using(tools=[get_weather, delete_file, send_email
 class Client:
     """A cf_agent_* client: sends frames, receives them with a timeout."""
 
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: ClientConnection, session_id: str) -> None:
         self.ws = ws
+        self.session_id = session_id
+        self.identified = False
         self.timeline: list[dict[str, Any]] = []
 
     async def send(self, frame: Any) -> None:
         await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
 
     async def recv(self, *, keep_timeline: bool = False) -> dict[str, Any]:
-        """The next frame; hook timeline frames are collected aside unless asked for."""
+        """The next frame; hook timeline frames are collected aside unless asked for, and the
+        identity frame that opens the connection is checked and skipped."""
         while True:
             frame = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
+            if not self.identified:
+                assert frame == {"type": "cf_agent_identity", "name": self.session_id, "agent": "think"}, frame
+                self.identified = True
+                continue
             if frame.get("type") == "think_timeline" and not keep_timeline:
                 self.timeline.append(frame)
                 continue
@@ -126,7 +133,7 @@ async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[str]:
 @asynccontextmanager
 async def client(base: str, session_id: str = "s1", query: str = "", **kwargs: Any) -> AsyncIterator[Client]:
     async with connect(f"{base}/agents/think/{session_id}{query}", **kwargs) as ws:
-        yield Client(ws)
+        yield Client(ws, session_id)
 
 
 def types(chunks: list[dict[str, Any]]) -> list[str]:
