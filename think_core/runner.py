@@ -168,6 +168,8 @@ class TurnRunner:
             replay = await request.journal.load()
             if replay.message_id is not None:  # resumed after a crash: the same answer, so far
                 builder.restore(replay.message_id, replay.parts)
+        elif request.continuation:
+            await self._continue_message(builder)
         if sink is not None:
             sink.live = await self.session.streams.begin(
                 request_id, continuation=request.continuation, message_ids=_message_ids(request)
@@ -195,6 +197,14 @@ class TurnRunner:
                 return aborted, builder.persisted
             raise
         return outcome, message
+
+    async def _continue_message(self, builder: AssistantMessageBuilder) -> None:
+        """A continuation extends the last assistant message, the way chat clients show it: one
+        answer, not two. Its ``start`` names that message; the turn takes up its parts (after
+        running its approved calls, see ``TurnRecovery``) and stores the whole of it."""
+        history = await self.db.list_messages(self.session.id)
+        if history and history[-1].role == "assistant":
+            builder.message_id = history[-1].id
 
     async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
         """A continuation without a body of its own reuses the last turn's body."""

@@ -283,8 +283,13 @@ async def test_client_tool_round_trip_with_auto_continuation() -> None:
     assert [(m.tool_call_id, m.output) for m in tool_messages] == [("call_loc", {"city": "Berlin"})]
     assert [t["trigger"] for t in recorder.turns] == ["websocket", "auto_continue"]
     assert recorder.turns[1]["continuation"] is True and "get_location" in recorder.turns[1]["tools"]
-    assert [m["role"] for m in final] == ["user", "assistant", "assistant"]
-    assert final[2]["parts"][-1] == {"type": "text", "text": "You are in Berlin."}
+    # The continuation extends the answer it continues (one message, as chat clients show it):
+    # its start names that message, and the stored message holds the call and the new text.
+    assert [m["role"] for m in final] == ["user", "assistant"]
+    assert json.loads(start["body"]) == {"type": "start", "messageId": first[1]["id"]}
+    assert final[1]["id"] == first[1]["id"]
+    assert [p["type"] for p in final[1]["parts"] if p["type"] != "text"] == ["step-start", "tool-get_location", "step-start"]
+    assert final[1]["parts"][-1] == {"type": "text", "text": "You are in Berlin."}
 
 
 async def test_client_tool_error_result_without_auto_continue_runs_no_turn() -> None:

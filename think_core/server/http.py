@@ -24,7 +24,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agent import Think
 from ..errors import ThinkError
 from ..messages import new_id
-from ..transcript import ClientTranscript
 from .frames import ProtocolError, dumps, error_body, split_chat_body
 from .hub import SessionHub
 from .relay import TurnRelay
@@ -117,7 +116,7 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
         try:
             if first is not None:
                 relay.chunk(first)
-                yield sse(continued(first, transcript))
+                yield sse(first)
                 async for chunk in chunks:
                     relay.chunk(chunk)
                     yield sse(chunk)
@@ -134,14 +133,6 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
-
-
-def continued(chunk: dict[str, Any], transcript: ClientTranscript) -> dict[str, Any]:
-    """A continuation's ``start`` names the message it continues: the AI SDK then extends that
-    message (as it does with its own server), instead of showing a second one beside it."""
-    if not transcript.continuation or chunk.get("type") != "start" or not transcript.answered:
-        return chunk
-    return {**chunk, "messageId": transcript.answered[-1].id}
 
 
 MAX_SESSION_ID = 256

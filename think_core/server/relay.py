@@ -42,6 +42,7 @@ class TurnRelay:
         self.transcript = transcript
         self.sender = sender
         self.started = False
+        self.seq = 0
 
     def _broadcast(self, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
         self.hub.broadcast(self.session_id, frame, exclude=exclude)
@@ -50,7 +51,10 @@ class TurnRelay:
         if not self.started:
             self.started = True
             self._announce()
-        self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation))
+        # `seq` is the chunk's place in the turn's stream log: a client that saw it live skips
+        # it when the same chunk comes again in a resume's replay.
+        self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation, seq=self.seq))
+        self.seq += 1
 
     def _announce(self) -> None:
         # Connections waiting for a continuation resume this stream, from its first chunk.

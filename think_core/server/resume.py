@@ -64,20 +64,18 @@ class StreamResume:
         task.add_done_callback(self._replays.discard)
 
     async def _replay(self, live: LiveStream) -> None:
+        # The stream stays in ``following`` afterwards: its closing broadcast must not arrive twice.
         send, sid, cont = self.connection.send, live.stream_id, live.continuation
-        try:
-            # The chunks so far, without an await in between: none is missed or sent twice.
-            replayed = len(live.chunks)
-            for seq, chunk in enumerate(live.chunks[:replayed]):
-                send(F.chunk_frame(sid, chunk, continuation=cont, replay=True, seq=seq))
-            ended_before = not live.streaming
-            if not ended_before:
-                send(F.replay_complete_frame(sid, continuation=cont))
-            async for seq, chunk in live.follow(replayed):
-                send(F.chunk_frame(sid, chunk, continuation=cont, seq=seq))
-            send(F.done_frame(sid, continuation=cont, outcome=live.status, message_ids=live.message_ids, replay=ended_before))
-        finally:
-            self.connection.following.discard(sid)
+        # The chunks so far, without an await in between: none is missed or sent twice.
+        replayed = len(live.chunks)
+        for seq, chunk in enumerate(live.chunks[:replayed]):
+            send(F.chunk_frame(sid, chunk, continuation=cont, replay=True, seq=seq))
+        ended_before = not live.streaming
+        if not ended_before:
+            send(F.replay_complete_frame(sid, continuation=cont))
+        async for seq, chunk in live.follow(replayed):
+            send(F.chunk_frame(sid, chunk, continuation=cont, seq=seq))
+        send(F.done_frame(sid, continuation=cont, outcome=live.status, message_ids=live.message_ids, replay=ended_before))
 
     async def aclose(self) -> None:
         for task in list(self._replays):
