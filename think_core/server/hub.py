@@ -101,6 +101,8 @@ class SessionHub:
         self.request_streams: dict[str, str] = {}
         #: Connections told a continuation is pending (their resume probe id), per session.
         self._awaiting: dict[str, dict[Connection, str | None]] = defaultdict(dict)
+        #: Connections that answered a tool call and will resume its continuation, per session.
+        self._owners: dict[str, set[Connection]] = defaultdict(set)
 
     # -- connections -----------------------------------------------------------------------------
     def connect(self, session_id: str, websocket: WebSocket) -> Connection:
@@ -111,6 +113,7 @@ class SessionHub:
 
     async def disconnect(self, connection: Connection) -> None:
         self._awaiting.get(connection.session_id, {}).pop(connection, None)
+        self._owners.get(connection.session_id, set()).discard(connection)
         peers = self._connections.get(connection.session_id)
         if peers is not None:
             peers.discard(connection)
@@ -131,15 +134,23 @@ class SessionHub:
     def await_stream(self, connection: Connection, probe_id: str | None) -> None:
         self._awaiting[connection.session_id][connection] = probe_id
 
+    def hold_next_stream(self, connection: Connection) -> None:
+        """``connection`` started a continuation and will ask to resume it: it gets the stream
+        from its replay only, so no chunk reaches it live before the replay begins."""
+        self._owners[connection.session_id].add(connection)
+
     def announce(self, session_id: str, stream_id: str) -> None:
         """A stream starts: the connections waiting for one are told to resume it (and get its
         chunks from their replay, so not from the broadcast)."""
+        for owner in self._owners.pop(session_id, set()):
+            owner.following.add(stream_id)
         for connection, probe_id in self._awaiting.pop(session_id, {}).items():
             connection.following.add(stream_id)
             connection.send(resume_frame(STREAM_RESUMING, probe_id, stream_id))
 
     def release_waiting(self, session_id: str) -> None:
         """No stream started after all: the waiting connections hear that nothing streams."""
+        self._owners.pop(session_id, None)
         for connection, probe_id in self._awaiting.pop(session_id, {}).items():
             connection.send(resume_frame(STREAM_RESUME_NONE, probe_id))
 

@@ -31,6 +31,8 @@ class StreamResume:
         self.session = session
         self.connection = connection
         self._replays: set[asyncio.Task[Any]] = set()
+        #: The client speaks the handshake (it asked to resume on this connection).
+        self.speaks_resume = False
 
     def hold_running(self) -> None:
         """On connect: a turn streaming now reaches this connection only once it has resumed it
@@ -40,6 +42,7 @@ class StreamResume:
             self.connection.following.add(live.stream_id)
 
     async def on_request(self, frame: dict[str, Any]) -> None:
+        self.speaks_resume = True
         probe = frame.get("probeId") if isinstance(frame.get("probeId"), str) else None
         live = await self.session.streams.find()
         if live is not None and live.streaming:

@@ -230,6 +230,9 @@ class ChatSocket:
         """Answer a tool call and stream the auto-continuation (if one runs) to every
         connection, with ``continuation: true``."""
         transcript = ClientTranscript(answers=[answer], auto_continue=auto_continue)
+        if auto_continue and self.resume is not None and self.resume.speaks_resume and self.connection is not None:
+            # A client of the handshake resumes the continuation (from its first chunk) itself.
+            self.hub.hold_next_stream(self.connection)
 
         async def settle() -> None:
             # A turn still streaming may not have persisted the call yet; answers also must not

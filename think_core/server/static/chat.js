@@ -195,7 +195,14 @@
     catch (e) { errorText = String(e); }
     const frame = { type: "cf_agent_tool_result", toolCallId: chunk.toolCallId, toolName: chunk.toolName, autoContinue: true };
     if (errorText === undefined) frame.output = output; else Object.assign(frame, { state: "output-error", errorText });
-    if (send(frame)) state.expectContinuation = true;
+    if (send(frame)) expectContinuation();
+  }
+
+  // The continuation an answer starts reaches this tab through the resume handshake (all of it,
+  // from its first chunk), like a turn that was already streaming when the page loaded.
+  function expectContinuation() {
+    state.expectContinuation = true;
+    send({ type: "cf_agent_stream_resume_request" });
   }
 
   function onTimeline(frame) {
@@ -277,7 +284,7 @@
     const button = e.target.closest("button[data-approve]");
     if (!button) return;
     if (send({ type: "cf_agent_tool_approval", toolCallId: button.dataset.call, approved: button.dataset.approve === "yes", autoContinue: true })) {
-      state.expectContinuation = true;
+      expectContinuation();
     }
     button.parentElement.querySelectorAll("button").forEach((b) => (b.disabled = true));
   });
