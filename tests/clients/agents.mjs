@@ -143,19 +143,13 @@ await run({
 
   async "a client-side tool runs in the page and the turn continues with its result"() {
     const name = unique("client-tool");
-    const tools = {
-      get_location: {
-        description: "Where the user is",
-        parameters: { type: "object", properties: {} },
-        execute: async () => ({ city: "Porto" }),
-      },
-    };
-    // `tools` sends the schema with each request; `onToolCall` runs it when the model calls it.
-    const onToolCall = async ({ toolCall, addToolOutput }) => {
-      const output = await tools[toolCall.toolName].execute(toolCall.input);
-      addToolOutput({ toolCallId: toolCall.toolCallId, output });
-    };
-    const tab = mountTab(name, { tools, onToolCall });
+    // The README's snippet: `tools` sends the schema with each request, `onToolCall` answers.
+    const tab = mountTab(name, {
+      tools: { get_location: { description: "Where the user is", parameters: { type: "object", properties: {} },
+                               execute: async () => ({ city: "Porto" }) } },
+      onToolCall: async ({ toolCall, addToolOutput }) =>
+        addToolOutput({ toolCallId: toolCall.toolCallId, output: { city: "Porto" } }),
+    });
     await connected(tab);
     tab.now().sendMessage({ text: "where am I?" });
     await waitFor(
