@@ -26,7 +26,7 @@ from .recovery import TurnRecovery
 from .stream_log import LiveStream
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatResponseResult, TurnResult, UIMessage
-from .ui_stream import AssistantMessageBuilder
+from .ui_stream import AssistantMessageBuilder, replay_chunks
 
 logger = logging.getLogger("think.runner")
 
@@ -171,8 +171,9 @@ class TurnRunner:
         elif request.continuation:
             await self._continue_message(builder)
         if sink is not None:
+            replayed = replay_chunks(builder.message_id, builder.parts) if request.journal is not None else None
             sink.live = await self.session.streams.begin(
-                request_id, continuation=request.continuation, message_ids=_message_ids(request)
+                request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
             )
         builder.start()
         try:

@@ -5,9 +5,10 @@ turn from its first chunk and then follows it live.
 A :class:`LiveStream` holds the chunks of a turn running in this process in memory (followers
 read them from there, without a store round trip) and writes them to the store in batches
 behind the turn (at once on a boundary: a tool result, the end of a step, the end of the turn),
-so the hot path never waits for a write. A turn resumed after a crash takes its stream up again
-from the store: the chunks of its durable steps are kept, those of the interrupted step go
-(that step runs again). A stream another process runs is followed by polling the store.
+so the hot path never waits for a write. A durable turn resumed after a crash writes its stream
+again from what its journal restores (its finished steps), then goes on live; the chunks of the
+interrupted step go, as that step runs again. A stream another process runs is followed by
+polling the store.
 
 :class:`SessionStreams` is the per-session registry the runner begins and ends streams in, and
 that transports ask for the stream to replay.
@@ -19,7 +20,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,15 +56,6 @@ def dumps_chunk(value: Any) -> str:
     """Compact JSON, as browsers' ``JSON.stringify`` writes it. Tool outputs may hold values
     JSON cannot represent; they are converted rather than breaking the stream."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
-
-
-def resume_point(chunks: Sequence[dict[str, Any]]) -> int:
-    """How many of an interrupted turn's chunks stand: up to its last finished step (the steps
-    a resumed turn replays from its journal), else just its ``start``."""
-    for i in range(len(chunks) - 1, -1, -1):
-        if chunks[i].get("type") == "finish-step":
-            return i + 1
-    return 1 if chunks and chunks[0].get("type") == "start" else 0
 
 
 class LiveStream:
@@ -197,16 +189,19 @@ class SessionStreams:
         self.current: LiveStream | None = None
         self.last: LiveStream | None = None
 
-    async def begin(self, stream_id: str, *, continuation: bool, message_ids: list[str] | None) -> LiveStream:
-        """Start recording ``stream_id`` — or take it up again after a crash."""
+    async def begin(
+        self, stream_id: str, *, continuation: bool, message_ids: list[str] | None, replayed: list[dict[str, Any]] | None = None
+    ) -> LiveStream:
+        """Start recording ``stream_id``. A durable turn passes ``replayed``, the chunks of what
+        its journal restores (just ``start`` on its first run): after a crash its stream is
+        written again from them, so it shows the whole answer whatever the crash cut off."""
         info = await self._db.open_stream(self.session_id, stream_id, continuation=continuation, message_ids=message_ids)
         chunks: list[dict[str, Any]] = []
-        if info.length:
-            chunks = [json.loads(b) for b in await self._db.stream_chunks(self.session_id, stream_id)]
-            keep = resume_point(chunks)
-            if keep < len(chunks):
-                await self._db.truncate_stream(self.session_id, stream_id, keep)
-                chunks = chunks[:keep]
+        if replayed is not None:
+            if info.length:
+                await self._db.truncate_stream(self.session_id, stream_id, 0)
+            chunks = list(replayed)
+            await self._db.append_stream_chunks(self.session_id, stream_id, 0, [dumps_chunk(c) for c in chunks])
         live = LiveStream(
             self.session_id, stream_id, self._db, continuation=info.continuation, message_ids=info.message_ids, chunks=chunks
         )

@@ -221,3 +221,45 @@ class AssistantMessageBuilder:
         if self.error_text is not None:
             metadata = {**(metadata or {}), "error": self.error_text}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
+
+
+def replay_chunks(message_id: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chunks that stream a message made of ``parts`` from its start: what a client joining
+    a turn resumed after a crash is shown for the steps that turn replays from its journal."""
+    chunks: list[dict[str, Any]] = [{"type": "start", "messageId": message_id}]
+    in_step = False
+    for n, part in enumerate(parts):
+        kind = part.get("type", "")
+        if kind == "step-start":
+            if in_step:
+                chunks.append({"type": "finish-step"})
+            chunks.append({"type": "start-step"})
+            in_step = True
+        elif kind in ("text", "reasoning"):
+            block = f"r{n}" if kind == "reasoning" else f"t{n}"
+            chunks += [
+                {"type": f"{kind}-start", "id": block},
+                {"type": f"{kind}-delta", "id": block, "delta": part.get("text", "")},
+                {"type": f"{kind}-end", "id": block},
+            ]
+        elif kind.startswith("tool-"):
+            chunks += _tool_chunks(kind[len("tool-"):], part)
+    if in_step:
+        chunks.append({"type": "finish-step"})
+    return chunks
+
+
+def _tool_chunks(name: str, part: dict[str, Any]) -> list[dict[str, Any]]:
+    call_id, state = part.get("toolCallId", ""), part.get("state")
+    chunks: list[dict[str, Any]] = [
+        {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": part.get("input")}
+    ]
+    if state == "output-available":
+        chunks.append({"type": "tool-output-available", "toolCallId": call_id, "output": part.get("output")})
+    elif state == "output-error":
+        chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": part.get("errorText", "")})
+    elif state == "output-denied":
+        chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
+    elif state == "approval-requested":
+        chunks.append({"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id})
+    return chunks
