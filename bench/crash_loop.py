@@ -9,11 +9,13 @@ inside ``on_chat_response``, after a submission finished — at a random occurre
 worker then opens the session, submits the same messages (idempotency keys: nothing is
 accepted twice) and drains. The audit counts, per round: messages lost (not answered),
 answered twice, answered wrongly (the text is not the answer to that message and its stored
-tool results), ``record`` executions repeated, and histories that are not well-formed.
+tool results), ``record`` executions repeated, and histories that are not well-formed. The
+rounds take turns between two ways of sending the messages: durable ``submit_messages``, and
+the server's chat path (``Session.stream_transcript``, each chat keyed by its message id).
 
 Recovery time: from starting the second worker until the first submission that was unfinished
-at the kill is answered (it includes the worker's start-up and waiting for the dead worker's
-lease to expire).
+at the kill is answered (it includes the worker's start-up; the dead worker was on this host,
+so its lease is not waited for).
 
     python bench/crash_loop.py [--rounds 100] [--messages 3] [--lease 2] [--seed 20]
 """
@@ -41,12 +43,14 @@ SESSION = "s"
 # about 5 + 3 + 15; two tools; three steps; one answer).
 PER_TURN = {"streaming": 20, "tool_started": 2, "tool_finished": 2, "step_finished": 3,
             "answer_stored": 1, "on_chat_response": 1, "after_finish": 1}
+# How the worker sends its messages, in turns: durable submit_messages, or as the server's chats.
+VIAS = ("submit", "chat")
 COUNTS = ("lost", "answered_twice", "wrong", "reexecuted", "malformed")
 
 
-def _worker(db: str, messages: int, lease: float, env: dict[str, str]) -> int:
+def _worker(db: str, messages: int, lease: float, env: dict[str, str], via: str = "submit") -> int:
     full = {k: v for k, v in os.environ.items() if not k.startswith("THINK_CRASH_")} | env
-    done = subprocess.run([sys.executable, str(WORKER), db, SESSION, str(messages), "--lease", str(lease)],
+    done = subprocess.run([sys.executable, str(WORKER), db, SESSION, str(messages), "--lease", str(lease), "--via", via],
                           env=full, capture_output=True, text=True, timeout=600)
     if done.returncode not in (0, -signal.SIGKILL):
         raise RuntimeError(f"worker failed ({done.returncode}):\n{done.stderr}")
@@ -64,12 +68,12 @@ def _completed_at(db: str, submission_id: str) -> float | None:
     return row.completed_at if row is not None else None
 
 
-def one_round(point: str, at: int, messages: int, lease: float, workdir: str) -> dict[str, Any]:
+def one_round(point: str, at: int, messages: int, lease: float, workdir: str, via: str = "submit") -> dict[str, Any]:
     db = os.path.join(workdir, "think.db")
-    killed = _worker(db, messages, lease, {"THINK_CRASH_POINT": point, "THINK_CRASH_AT": str(at)}) != 0
+    killed = _worker(db, messages, lease, {"THINK_CRASH_POINT": point, "THINK_CRASH_AT": str(at)}, via) != 0
     waiting = _unfinished(db) if os.path.exists(db) else []
     restarted = time.time()
-    _worker(db, messages, lease, {})
+    _worker(db, messages, lease, {}, via)
     report = audit(db, SESSION, messages)
     report["killed"] = killed
     first = _completed_at(db, waiting[0]) if waiting else None
@@ -80,29 +84,35 @@ def one_round(point: str, at: int, messages: int, lease: float, workdir: str) ->
 def run(rounds: int, messages: int, lease: float, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     kills: Counter[str] = Counter()
+    kills_via: Counter[tuple[str, str]] = Counter()
     totals: Counter[str] = Counter()
     recoveries: list[float] = []
     problems: list[str] = []
     for index in range(rounds):
         point = POINTS[index % len(POINTS)]
+        via = VIAS[index // len(POINTS) % len(VIAS)]
         at = rng.randint(1, PER_TURN[point] * messages)
         with tempfile.TemporaryDirectory(prefix="think-crash-") as workdir:
-            report = one_round(point, at, messages, lease, workdir)
+            report = one_round(point, at, messages, lease, workdir, via)
         kills[point] += report["killed"]
+        kills_via[point, via] += report["killed"]
         for key in (*COUNTS, "interrupted"):
             totals[key] += report[key]
         totals["lookup_reruns"] += sum(n - 1 for line, n in report["effects"].items() if line.startswith("lookup\t"))
         if report["recovery"] is not None:
             recoveries.append(report["recovery"])
-        problems.extend(f"round {index} ({point}#{at}): {p}" for p in report["problems"])
-    return {"rounds": rounds, "kills": kills, "totals": totals, "recoveries": recoveries, "problems": problems}
+        problems.extend(f"round {index} ({via} {point}#{at}): {p}" for p in report["problems"])
+    return {"rounds": rounds, "kills": kills, "kills_via": kills_via, "totals": totals, "recoveries": recoveries, "problems": problems}
 
 
 def print_report(result: dict[str, Any], messages: int, lease: float) -> None:
     kills, totals, recoveries = result["kills"], result["totals"], result["recoveries"]
     print(machine())
     print(f"\nrounds={result['rounds']} messages/round={messages} lease={lease:g}s\n")
-    print(table(["point", "kills"], [[p, kills[p]] for p in POINTS] + [["total", sum(kills.values())]]))
+    by_via = result["kills_via"]
+    rows = [[p, *(by_via[p, v] for v in VIAS), kills[p]] for p in POINTS]
+    rows.append(["total", *(sum(by_via[p, v] for p in POINTS) for v in VIAS), sum(kills.values())])
+    print(table(["point", *(f"kills ({v})" for v in VIAS), "kills"], rows))
     print()
     rows = [[k, totals[k]] for k in COUNTS]
     rows += [["record calls reported interrupted", totals["interrupted"]],

@@ -1,7 +1,11 @@
 """A worker process for the crash loop: it submits a session's messages durably and drains them,
 and, when told to, kills itself with SIGKILL at one marked point of a turn.
 
-    python bench/crash_worker.py DB SESSION MESSAGES [--lease 2]
+    python bench/crash_worker.py DB SESSION MESSAGES [--lease 2] [--via submit|chat]
+
+``--via chat`` sends each message the way the server's chat endpoints do (a client's
+transcript through ``Session.stream_transcript``, one chat after the other, each stream read to
+its end; the message id ``m<i>`` is the key), instead of ``submit_messages``.
 
 Environment: ``THINK_CRASH_POINT`` names the point (one of :data:`POINTS`), ``THINK_CRASH_AT``
 its occurrence in this process (1-based, default 1), ``THINK_CRASH_TOOL`` the tool whose
@@ -35,6 +39,7 @@ from think_core import Think, hookimpl, tool  # noqa: E402
 from think_core.models.base import ModelRequest, ToolMessage, UserMessage  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
 from think_core.store import SQLiteStore  # noqa: E402
+from think_core.transcript import ClientTranscript  # noqa: E402
 from think_core.types import UIMessage  # noqa: E402
 
 POINTS = (
@@ -146,11 +151,19 @@ class CrashingStore(SQLiteStore):
         return stored
 
 
-async def work(db: str, session_id: str, count: int, lease: float) -> None:
+async def work(db: str, session_id: str, count: int, lease: float, via: str = "submit") -> None:
     model = ScriptedModel([script], repeat=True, delay=0.002)
     agent = Think(model, tools=_tools(db), plugins=[CrashPoints(db)], store=CrashingStore(db),
                   submission_lease=lease, load_entrypoints=False)
     session = agent.session(session_id)
+    if via == "chat":
+        for i in range(count):
+            message = UIMessage(id=f"m{i}", role="user", parts=[{"type": "text", "text": f"message {i}"}])
+            async for _ in session.stream_transcript(ClientTranscript(messages=[message]), trigger="http"):
+                pass
+            crash_point("after_finish")
+        await agent.aclose()
+        return
     accepted = [await session.submit_messages(f"message {i}", idempotency_key=f"m{i}") for i in range(count)]
     for row in accepted:
         await session.wait_for_submission(row.submission_id, timeout=300)
@@ -228,8 +241,9 @@ def main() -> None:
     parser.add_argument("session")
     parser.add_argument("messages", type=int)
     parser.add_argument("--lease", type=float, default=2.0)
+    parser.add_argument("--via", choices=("submit", "chat"), default="submit")
     args = parser.parse_args()
-    asyncio.run(work(args.db, args.session, args.messages, args.lease))
+    asyncio.run(work(args.db, args.session, args.messages, args.lease, args.via))
 
 
 if __name__ == "__main__":

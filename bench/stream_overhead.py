@@ -43,34 +43,70 @@ from think_core import hookimpl
 
 # -- the server (run in a child process) --------------------------------------------------------
 
-_PIECE = "tok "
+# Tokens as a model writes them: mostly words, now and then a newline or a quote (escaped in
+# JSON, so those events take the full parse), and non-ASCII text.
+_TOKENS = ["The", " answer", " is", " forty", "-two", ".", "\n\n", "It", " said", ' "hi"', " to",
+           " the", " café", " and", " left", "."]
 
 
-def _event(payload: dict[str, Any]) -> bytes:
-    data = b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
-    return b"%x\r\n%s\r\n" % (len(data), data)  # one HTTP chunk per SSE event
+def expected_text(n: int) -> str:
+    return "".join(_TOKENS[i % len(_TOKENS)] for i in range(n))
 
 
-def render_stream(n: int) -> bytes:
-    """The chunked body of a Chat Completions stream with ``n`` content deltas."""
+def _event(payload: dict[str, Any], event: str | None = None) -> bytes:
+    head = b"event: %s\n" % event.encode() if event else b""
+    return head + b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
+
+
+def render_openai(n: int) -> bytes:
+    """A Chat Completions stream with ``n`` content deltas."""
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
         return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
                 "model": "bench", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
 
     parts = [_event(chunk({"role": "assistant", "content": ""}))]
-    text = _event(chunk({"content": _PIECE}))
-    parts.extend([text] * n)
+    parts.extend(_event(chunk({"content": _TOKENS[i % len(_TOKENS)]})) for i in range(n))
     parts.append(_event(chunk({}, "stop")))
     parts.append(_event({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
                          "model": "bench", "choices": [],
                          "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}}))
-    parts.append(b"e\r\ndata: [DONE]\n\n\r\n")
-    parts.append(b"0\r\n\r\n")
+    parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
 
 
-async def _serve() -> None:
-    cache: dict[int, bytes] = {}
+def render_anthropic(n: int) -> bytes:
+    """An Anthropic Messages stream with ``n`` text deltas."""
+    def ev(payload: dict[str, Any]) -> bytes:
+        return _event(payload, payload["type"])
+
+    parts = [
+        ev({"type": "message_start", "message": {"id": "msg_bench", "type": "message", "role": "assistant",
+                                                 "model": "bench", "content": [], "stop_reason": None,
+                                                 "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+        ev({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ]
+    parts.extend(ev({"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "text_delta", "text": _TOKENS[i % len(_TOKENS)]}}) for i in range(n))
+    parts.append(ev({"type": "content_block_stop", "index": 0}))
+    parts.append(ev({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                     "usage": {"output_tokens": n}}))
+    parts.append(ev({"type": "message_stop"}))
+    return b"".join(parts)
+
+
+RENDER = {"openai": render_openai, "anthropic": render_anthropic}
+
+
+def stream_route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
+    """``/<shape>/<N>/v1/...``: the pre-rendered stream of that shape with N text deltas."""
+    _, shape, n_text, *_ = path.split("/")
+    key = (shape, int(n_text))
+    return cache.get(key) or cache.setdefault(key, RENDER[shape](key[1]))
+
+
+async def serve(route: Callable[[str, bytes, dict[Any, bytes]], bytes]) -> None:
+    """A loopback HTTP/1.1 server answering every POST with ``route(path, body, cache)``."""
+    cache: dict[Any, bytes] = {}
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -83,12 +119,11 @@ async def _serve() -> None:
                     name, _, value = line.partition(":")
                     if name.strip().lower() == "content-length":
                         length = int(value)
-                await reader.readexactly(length)
-                n = int(path.split("/")[2])  # /n/<N>/v1/chat/completions
-                body = cache.get(n) or cache.setdefault(n, render_stream(n))
+                body = route(path, await reader.readexactly(length), cache)
+                # The whole pre-rendered body in one write: the server costs nothing, so the
+                # floor is only the client's own work (reading lines, parsing JSON).
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                             b"transfer-encoding: chunked\r\n\r\n")
-                writer.write(body)
+                             b"content-length: %d\r\n\r\n%s" % (len(body), body))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -102,13 +137,20 @@ async def _serve() -> None:
 
 
 class ServerProcess:
+    """``script --serve`` in a child process (its work stays off the client's event loop)."""
+
+    def __init__(self, script: str = __file__) -> None:
+        self.script = script
+
     def __enter__(self) -> str:
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, self.script, "--serve"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
         port = int(self.proc.stdout.readline())
         return f"http://127.0.0.1:{port}"
 
     def __exit__(self, *exc: object) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.close()
         self.proc.wait(10)
         self.proc.stdout.close()
@@ -116,21 +158,34 @@ class ServerProcess:
 
 # -- the three clients --------------------------------------------------------------------------
 
-async def floor_turn(client: httpx.AsyncClient, base: str, n: int) -> str:
-    body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
+async def floor_turn(client: httpx.AsyncClient, base: str, shape: str, n: int) -> str:
+    """Only the client's own work: read the lines, ``json.loads`` each event, take its text."""
     pieces: list[str] = []
-    async with client.stream("POST", f"{base}/n/{n}/v1/chat/completions", json=body) as response:
+    if shape == "openai":
+        body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
+        async with client.stream("POST", f"{base}/openai/{n}/v1/chat/completions", json=body) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                for choice in chunk["choices"]:
+                    content = choice["delta"].get("content")
+                    if content:
+                        pieces.append(content)
+        return "".join(pieces)
+    body = {"model": "bench", "max_tokens": 1024, "messages": [{"role": "user", "content": "go"}], "stream": True}
+    async with client.stream("POST", f"{base}/anthropic/{n}/v1/messages", json=body) as response:
         async for line in response.aiter_lines():
             if not line.startswith("data: "):
                 continue
-            data = line[6:]
-            if data == "[DONE]":
+            event = json.loads(line[6:])
+            if event["type"] == "content_block_delta" and event["delta"]["type"] == "text_delta":
+                pieces.append(event["delta"]["text"])
+            elif event["type"] == "message_stop":
                 break
-            chunk = json.loads(data)
-            for choice in chunk["choices"]:
-                content = choice["delta"].get("content")
-                if content:
-                    pieces.append(content)
     return "".join(pieces)
 
 
@@ -148,15 +203,20 @@ class ChunkRecorder:
 class ThinkVariant:
     """One agent reused across runs; each run is a new session (so history stays empty)."""
 
-    def __init__(self, client: httpx.AsyncClient, base: str, n: int, tmp: str, plugins: bool) -> None:
+    def __init__(self, client: httpx.AsyncClient, base: str, shape: str, n: int, tmp: str, plugins: bool) -> None:
         from think_core import Think
+        from think_core.models.anthropic import AnthropicModel
         from think_core.models.openai import OpenAIChatModel
 
         self.n = n
         self.runs = 0
         self.recorder = ChunkRecorder() if plugins else None
-        model = OpenAIChatModel("bench", base_url=f"{base}/n/{n}/v1", api_key="x", client=client)
-        tag = "plugins" if plugins else "bare"
+        model: Any
+        if shape == "openai":
+            model = OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=client)
+        else:
+            model = AnthropicModel("bench", base_url=f"{base}/anthropic/{n}", api_key="x", client=client)
+        tag = f"{shape}-{'plugins' if plugins else 'bare'}"
         self.agent = Think(
             model,
             store=os.path.join(tmp, f"think-{tag}-{n}.db"),
@@ -165,7 +225,7 @@ class ThinkVariant:
             # per-chunk work (it has no on_chunk) and stays out so runs stay comparable.
             disable=["otel"],
             plugins=[self.recorder] if self.recorder else [],
-            settings={"analytics": {"path": os.path.join(tmp, f"analytics-{n}.db")}},
+            settings={"analytics": {"path": os.path.join(tmp, f"analytics-{shape}-{n}.db")}},
         )
         if plugins:
             loaded = {i.name for i in self.agent.plugin_manager.plugin_infos if i.status == "loaded"}
@@ -208,62 +268,72 @@ async def peak_alloc(fn: Callable[[], Awaitable[str]]) -> float:
         tracemalloc.stop()
 
 
-async def measure(base: str, sizes: list[int], repeat: int, memory_max: int) -> list[list[object]]:
+async def measure(base: str, shapes: list[str], sizes: list[int], repeat: int, memory_max: int) -> list[list[object]]:
     rows: list[list[object]] = []
     limits = httpx.Limits(max_connections=4, max_keepalive_connections=4)
     async with httpx.AsyncClient(timeout=60, limits=limits) as client:
         with tempfile.TemporaryDirectory() as tmp:
-            for n in sizes:
-                expected = _PIECE * n
-                reps = repeat if n <= 10_000 else min(repeat, 3)
-                bare = ThinkVariant(client, base, n, tmp, plugins=False)
-                full = ThinkVariant(client, base, n, tmp, plugins=True)
-                variants: dict[str, Callable[[], Awaitable[str]]] = {
-                    "a floor": lambda n=n: floor_turn(client, base, n),
-                    "b think": bare,
-                    "c think+4 plugins+on_chunk": full,
-                }
-                for fn in variants.values():  # warm-up: connection, imports, caches, SQLite pages
-                    await fn()
-                # Interleave the variants so drift (thermal, other load) hits them alike.
-                runs: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
-                for _ in range(reps):
-                    for name, fn in variants.items():
-                        runs[name].append(await timed(fn, expected))
-                traced = n <= memory_max
-                peaks = {name: (await peak_alloc(fn) if traced else "-") for name, fn in variants.items()}
-                await bare.aclose()
-                await full.aclose()
-                floor = [w for w, _ in runs["a floor"]]
-                for name, pairs in runs.items():
-                    wall, cpu = [w for w, _ in pairs], [c for _, c in pairs]
-                    rows.append([
-                        f"{n:,}", name, reps, min(wall) * 1000, median(wall) * 1000, median(cpu) * 1000,
-                        median(wall) / n * 1e6, f"{min(wall) / min(floor):.2f}",
-                        f"{median(wall) / median(floor):.2f}", peaks[name],
-                    ])
+            for shape in shapes:
+                for n in sizes:
+                    rows += await measure_one(client, base, tmp, shape, n, repeat, memory_max)
+    return rows
+
+
+async def measure_one(
+    client: httpx.AsyncClient, base: str, tmp: str, shape: str, n: int, repeat: int, memory_max: int
+) -> list[list[object]]:
+    expected = expected_text(n)
+    reps = repeat if n <= 10_000 else min(repeat, 5)
+    bare = ThinkVariant(client, base, shape, n, tmp, plugins=False)
+    full = ThinkVariant(client, base, shape, n, tmp, plugins=True)
+    variants: dict[str, Callable[[], Awaitable[str]]] = {
+        "a floor": lambda: floor_turn(client, base, shape, n),
+        "b think": bare,
+        "c think+4 plugins+on_chunk": full,
+    }
+    for fn in variants.values():  # warm-up: connection, imports, caches, SQLite pages
+        await fn()
+    # Interleave the variants so drift (thermal, other load) hits them alike.
+    runs: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
+    for _ in range(reps):
+        for name, fn in variants.items():
+            runs[name].append(await timed(fn, expected))
+    traced = n <= memory_max
+    peaks = {name: (await peak_alloc(fn) if traced else "-") for name, fn in variants.items()}
+    await bare.aclose()
+    await full.aclose()
+    floor = [w for w, _ in runs["a floor"]]
+    rows: list[list[object]] = []
+    for name, pairs in runs.items():
+        wall, cpu = [w for w, _ in pairs], [c for _, c in pairs]
+        rows.append([
+            shape, f"{n:,}", name, reps, min(wall) * 1000, median(wall) * 1000, median(cpu) * 1000,
+            median(wall) / n * 1e6, f"{min(wall) / min(floor):.2f}",
+            f"{median(wall) / median(floor):.2f}", peaks[name],
+        ])
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
-    parser.add_argument("--repeat", type=int, default=15, help="timed runs per variant (3 for N > 10k)")
+    parser.add_argument("--shapes", default="openai,anthropic", help="stream shapes: openai, anthropic")
+    parser.add_argument("--repeat", type=int, default=15, help="timed runs per variant (5 for N > 10k)")
     parser.add_argument("--memory-max", type=int, default=10_000,
                         help="trace allocations only for N up to this (tracemalloc makes a run ~7x slower)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
-        asyncio.run(_serve())
+        asyncio.run(serve(stream_route))
         return
     os.environ.pop("THINK_PLUGINS", None)  # the bundled plugins come from entry points
     os.environ.pop("THINK_DISABLE_PLUGINS", None)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     started = time.perf_counter()
     with ServerProcess() as base:
-        rows = asyncio.run(measure(base, sizes, args.repeat, args.memory_max))
+        rows = asyncio.run(measure(base, args.shapes.split(","), sizes, args.repeat, args.memory_max))
     print(f"stream_overhead — {machine()}")
-    print(table(["N chunks", "variant", "runs", "min ms", "median ms", "CPU median ms",
+    print(table(["shape", "N chunks", "variant", "runs", "min ms", "median ms", "CPU median ms",
                  "µs/chunk", "ratio/a (min)", "ratio/a (median)", "peak alloc MiB"], rows))
     print(f"(wall times; µs/chunk from the median; ratios against variant a at the same N, same run; "
           f"CPU = process time of this client process; peak RSS of this process "

@@ -1,6 +1,6 @@
 """A scriptable HTTP/1.1 server on a real loopback socket, for provider tests.
 
-Provider code must be tested against real sockets (``DESIGN.md`` §9): TCP splits reads,
+Provider code is tested against real sockets because TCP splits reads,
 connections reset, chunked bodies end early — none of which a patched client reproduces.
 The server runs on the test's own event loop (``asyncio.start_server`` on 127.0.0.1, port 0).
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import inspect
 import logging
 import weakref
@@ -14,6 +16,7 @@ from .dispatch import HookDispatcher
 from .hook_limits import DEFAULT_HOOK_TIMEOUT
 from .mcp import MCPServer, MCPTools
 from .models._http import SharedClient
+from .orphan_watch import OrphanWatch
 from .plugin_names import BrokenPlugins
 from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
@@ -63,7 +66,11 @@ class Think:
         attribute). An implementation past its limit fails under its hook's failure policy: a
         ``before_tool_call`` blocks the call, an observer is logged and skipped.
     :param submission_lease: seconds a running durable submission stays claimed without a
-        heartbeat; after that, a process that opens the session recovers it (its owner died).
+        heartbeat; after that, a process that has the session open recovers it (its owner
+        died). An owner that was a process on this host is recovered at once when it is gone.
+    :param recover_on_start: resume every session with unfinished durable submissions
+        (:meth:`recover`) as soon as the agent runs (``async with``, or the first session opened).
+    :param recovery_concurrency: sessions :meth:`recover` drains at once.
     """
 
     def __init__(
@@ -87,6 +94,8 @@ class Think:
         submission_lease: float = 30.0,
         max_idle_sessions: int = 1000,
         hook_timeout: float | None = DEFAULT_HOOK_TIMEOUT,
+        recover_on_start: bool = False,
+        recovery_concurrency: int = 4,
     ) -> None:
         self.settings: dict[str, Any] = dict(settings or {})
         # Models built from strings share one HTTP client (connection reuse), closed by aclose().
@@ -129,6 +138,18 @@ class Think:
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._recent: OrderedDict[str, Session] = OrderedDict()
         self.max_idle_sessions = max_idle_sessions
+        if recovery_concurrency < 1:
+            raise ValueError("recovery_concurrency must be at least 1")
+        self.recovery_concurrency = recovery_concurrency
+        self._recover_pending = recover_on_start
+        self._recovery: asyncio.Task[None] | None = None
+        self._recovery_start: asyncio.Task[list[str]] | None = None
+        self._watch = OrphanWatch(
+            self.db,
+            lease=submission_lease,
+            open_sessions=lambda: [sid for sid, s in list(self._sessions.items()) if s.is_open],
+            resume=self._resume,
+        )
 
     def resolve_model(self, spec: Any) -> Any:
         """A model object for ``spec`` (a model, or a model string)."""
@@ -149,6 +170,7 @@ class Think:
                 settings=self.settings,
                 send_reasoning=self.send_reasoning,
                 submission_lease=self.submission_lease,
+                on_open=self._session_opened,
             )
             self._sessions[session_id] = session
         self._recent[session_id] = session
@@ -156,6 +178,48 @@ class Think:
         while len(self._recent) > self.max_idle_sessions:
             self._recent.popitem(last=False)
         return session
+
+    def _session_opened(self, session: Session) -> None:
+        self._watch.start()
+        if self._recover_pending:
+            self._recover_pending = False
+            self._recovery_start = asyncio.get_running_loop().create_task(self.recover(), context=contextvars.Context())
+
+    def _resume(self, session_id: str) -> None:
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.resume_submissions()
+
+    async def recover(self) -> list[str]:
+        """Resume every session that has pending or orphaned durable submissions, in the
+        background, ``recovery_concurrency`` sessions at a time; returns their ids. A
+        submission another live process runs is left to it (its session waits for it, and
+        takes it over if that process dies). ``think serve`` calls this at start-up."""
+        self._watch.start()
+        session_ids = await self.db.pending_session_ids()
+        if session_ids:
+            previous = self._recovery
+            self._recovery = asyncio.get_running_loop().create_task(
+                self._drain_sessions(session_ids, previous), name="think-recover", context=contextvars.Context()
+            )
+        return session_ids
+
+    async def _drain_sessions(self, session_ids: list[str], previous: asyncio.Task[None] | None) -> None:
+        if previous is not None:
+            await asyncio.gather(previous, return_exceptions=True)
+        slots = asyncio.Semaphore(self.recovery_concurrency)
+
+        async def drain(session_id: str) -> None:
+            async with slots:
+                session = self.session(session_id)
+                try:
+                    await session.open()
+                    session.resume_submissions()
+                    await session.submissions_drained()
+                except Exception:  # one session that cannot open must not stop the others
+                    logger.exception("recovering the submissions of session %r failed", session_id)
+
+        await asyncio.gather(*(drain(sid) for sid in session_ids))
 
     def _turn_deps(self) -> TurnDeps:
         """What this agent's turns use, read when a session is created."""
@@ -185,6 +249,11 @@ class Think:
         """Stop background drains, let plugins release what they hold (a plugin may define
         ``async def aclose(self)`` or ``def close(self)``: the analytics HTTP sink flushes
         there), then close the store."""
+        await self._watch.aclose()
+        for task in (self._recovery_start, self._recovery):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         for session in list(self._sessions.values()):
             await session.aclose()
         for plugin in self.plugin_manager.get_plugins():
@@ -207,6 +276,9 @@ class Think:
         self.close()
 
     async def __aenter__(self) -> Think:
+        if self._recover_pending:
+            self._recover_pending = False
+            await self.recover()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

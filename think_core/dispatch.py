@@ -27,10 +27,8 @@ loop longer than 100 ms is reported once per plugin and hook (:mod:`think_core.l
 ``on_chunk`` implementations are timed the same way; one that ran past its limit is skipped
 for the rest of that turn.
 
-``THINK_TRACE_PLUGINS=1`` (read when the dispatcher is built) logs every implementation call —
-hook, plugin, result kind, duration including the await — at INFO on ``think.plugins.trace``.
-Tracing wraps each implementation once, when its call plan is built, so the loop itself never
-asks whether it is traced.
+``THINK_TRACE_PLUGINS=1`` (read when the dispatcher is built) logs every implementation call
+(:mod:`think_core.hook_tracing`).
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ import argparse
 import asyncio
 import inspect
 import logging
-import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -50,6 +47,7 @@ from pydantic import BaseModel
 
 from .errors import HookTimeout, PluginError, PluginResultError
 from .hook_limits import DEFAULT_HOOK_TIMEOUT, HookLimits
+from .hook_tracing import traced_call, tracing_enabled
 from .loop_watchdog import SLOW_SYNC_HOOK, BlockingWatch
 from .plugins import ThinkPluginManager
 from .types import (
@@ -72,7 +70,6 @@ from .types import (
 __all__ = ["HookDispatcher", "tracing_enabled"]
 
 logger = logging.getLogger("think.plugins")
-trace_logger = logging.getLogger("think.plugins.trace")
 
 _Config = TypeVar("_Config", bound=BaseModel)
 ChunkObserver = Callable[[ChunkContext], object]
@@ -132,55 +129,6 @@ _STEP_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(StepConfig))
 _TOOL_DECISION = _Policy(first=True, isolate=False, accept=_model_of(ToolCallDecision))
 
 
-def tracing_enabled() -> bool:
-    """``THINK_TRACE_PLUGINS`` asks for a log line per hook implementation call."""
-    return os.environ.get("THINK_TRACE_PLUGINS", "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _result_kind(result: object) -> str:
-    return "None" if result is None else type(result).__name__
-
-
-def _trace(hook: str, plugin: str, result: str, started: float) -> None:
-    duration_ms = (time.perf_counter() - started) * 1000.0
-    trace_logger.info(
-        "%s plugin=%s result=%s duration_ms=%.3f",
-        hook,
-        plugin,
-        result,
-        duration_ms,
-        extra={"hook": hook, "plugin": plugin, "result": result, "duration_ms": duration_ms},
-    )
-
-
-def _traced(hook: str, plugin: str, function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function``, logging each call with its result kind and duration. A sync result is
-    traced at once; an awaitable one when it has been awaited (so the duration includes it)."""
-
-    async def finish(awaitable: Any, started: float) -> Any:
-        try:
-            result = await awaitable
-        except BaseException as exc:  # traced, then re-raised untouched
-            _trace(hook, plugin, f"raised {type(exc).__name__}", started)
-            raise
-        _trace(hook, plugin, _result_kind(result), started)
-        return result
-
-    def traced(*args: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            result = function(*args)
-        except BaseException as exc:  # traced, then re-raised untouched
-            _trace(hook, plugin, f"raised {type(exc).__name__}", started)
-            raise
-        if inspect.isawaitable(result):
-            return finish(result, started)
-        _trace(hook, plugin, _result_kind(result), started)
-        return result
-
-    return traced
-
-
 async def _within(awaitable: Any, impl: _Impl, hook: str) -> Any:
     """Await ``awaitable`` under ``impl``'s limit (not ``None``); cancelled past it. Runs in the
     caller's task, so a hook sees (and may set) the turn's context variables."""
@@ -226,7 +174,7 @@ class HookDispatcher:
         settings: Mapping[str, Any] | None = None,
     ) -> None:
         self._pm = pm
-        self._wrap: _Wrap | None = _traced if tracing_enabled() else None
+        self._wrap: _Wrap | None = traced_call if tracing_enabled() else None
         self._limits = HookLimits(hook_timeout, settings)
         self._watch = BlockingWatch()
         self._generation = -1

@@ -74,7 +74,7 @@ def to_model_messages(history: Iterable[UIMessage]) -> list[ModelMessage]:
     out: list[ModelMessage] = []
     for message in history:
         if message.role == "assistant":
-            for step_parts in _split_steps(message.parts):
+            for step_parts in split_steps(message.parts):
                 out.extend(_assistant_step(step_parts))
         else:
             text = "".join(p.get("text", "") for p in message.parts if p.get("type") == "text")
@@ -82,7 +82,8 @@ def to_model_messages(history: Iterable[UIMessage]) -> list[ModelMessage]:
     return out
 
 
-def _split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """An assistant message's parts, one list per model step (``step-start`` separates them)."""
     steps: list[list[dict[str, Any]]] = [[]]
     for part in parts:
         if part.get("type") == "step-start":

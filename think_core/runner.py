@@ -171,7 +171,8 @@ class TurnRunner:
         elif request.continuation:
             await self._continue_message(builder)
         if sink is not None:
-            replayed = replay_chunks(builder.message_id, builder.parts) if request.journal is not None else None
+            # A durable turn's stream starts with what its journal restored (after a crash), not its `finish`.
+            replayed = replay_chunks(builder.message())[:-1] if request.journal is not None else None
             sink.live = await self.session.streams.begin(
                 request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
             )

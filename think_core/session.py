@@ -18,6 +18,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from .chat_submissions import ChatSubmissions, durable_chat
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id
 from .recovery import TurnMemory, TurnRecovery
@@ -54,8 +55,10 @@ class Session:
         settings: dict[str, Any],
         send_reasoning: bool,
         submission_lease: float,
+        on_open: Callable[[Session], object] | None = None,
     ) -> None:
         self.id = session_id
+        self._on_open = on_open
         self.settings = settings
         self.state: dict[str, Any] = {}
         self._plugin_state: dict[str, dict[str, Any]] = {}
@@ -71,6 +74,7 @@ class Session:
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
         )
+        self._chats = ChatSubmissions(session_id, self._db, self._submissions)
         self._background: set[asyncio.Task[Any]] = set()
 
     @property
@@ -103,6 +107,8 @@ class Session:
                     await self._db.ensure_session(self.id)
                     await self._hooks.configure_session(self)
                     await self._submissions.recover()
+                    if self._on_open is not None:
+                        self._on_open(self)
                 except BaseException as exc:
                     # Callers waiting on this attempt get its error; the next caller tries
                     # again (a cancelled or failed first open must not break the session).
@@ -123,6 +129,19 @@ class Session:
                 if attempt.done() and not attempt.cancelled() and task is not None and not task.cancelling():
                     continue  # the opener was cancelled, not us: open again ourselves
                 raise
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the session was opened in this process (its submissions are watched)."""
+        return self._opened is not None and self._opened.done() and not self._opened.cancelled()
+
+    def resume_submissions(self) -> None:
+        """Start draining the session's unfinished submissions (a no-op while a drain runs)."""
+        self._submissions.kick()
+
+    async def submissions_drained(self) -> None:
+        """Wait until the session's drain (if one runs) has nothing left to do."""
+        await self._submissions.drained()
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
@@ -390,14 +409,24 @@ class Session:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
 
-        Under the turn lock, before the first chunk: an edit or a regeneration deletes what it
-        replaces, settled tool calls are answered, new messages are appended (see
-        :mod:`think_core.transcript`). Then a turn runs for them, or the answered message is
-        continued (trigger ``auto_continue``), or nothing runs when a call is still waiting.
+        A request that only adds a user message runs as a durable submission keyed by that
+        message's id (see :mod:`think_core.chat_submissions`). Any other is applied under the
+        turn lock, before the first chunk: an edit or a
+        regeneration deletes what it replaces, settled tool calls are answered, new messages are
+        appended (see :mod:`think_core.transcript`). Then a turn runs for them, or the answered
+        message is continued (trigger ``auto_continue``), or nothing runs when a call is still
+        waiting.
         """
-        request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
-        request.should_apply = lambda: transcript.apply(self._db, self.id, request)
-        async with aclosing(self.stream_request(request)) as chunks:
+        self._assert_not_nested(trigger)
+        await self.open()
+        chat = durable_chat(await self._db.list_messages(self.id), transcript)
+        if chat is not None:
+            source = self._chats.stream(chat, transcript, body, trigger, request_id or new_id("req"))
+        else:
+            request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
+            request.should_apply = lambda: transcript.apply(self._db, self.id, request)
+            source = self.stream_request(request)
+        async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk
 

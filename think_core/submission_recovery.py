@@ -6,18 +6,30 @@
 * Its messages were applied: it is answered — a turn runs for it without appending the user
   message a second time.
 
-Backends only offer the primitives (retake an expired lease, requeue, mark applied); this
-decision is the same for all of them.
+Which ``running`` rows are orphaned is decided here too (:func:`is_orphaned`): the lease the
+owner took expired, or the owner was a process on this host that is gone — then there is no
+reason to wait for the lease. Backends only offer the primitives (retake a row whose owner is
+still the one seen, requeue, mark applied); these decisions are the same for all of them.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Literal
 
-from .store import Store, Submission
+from .process_identity import ProcessIdentity, process_is_gone, this_process
+from .store import Store, Submission, SubmissionOwner
 
-__all__ = ["RecoveryAction", "recover_submissions", "recovery_action"]
+__all__ = [
+    "RecoveryAction",
+    "is_orphaned",
+    "lease_expiry",
+    "owner_is_gone",
+    "recover_orphaned_submissions",
+    "recover_submissions",
+    "recovery_action",
+]
 
 RecoveryAction = Literal["requeue", "mark_applied_and_answer", "answer"]
 
@@ -32,11 +44,58 @@ def recovery_action(submission: Submission, stored_message_ids: Iterable[str]) -
     return "requeue"
 
 
+def owner_is_gone(owner: SubmissionOwner | None, here: ProcessIdentity | None = None) -> bool:
+    """Whether the process that holds a lease certainly died (see :func:`process_is_gone`)."""
+    if owner is None or owner.host is None or owner.pid is None:
+        return False
+    return process_is_gone(ProcessIdentity(owner.host, owner.pid, owner.started, owner.namespace), here)
+
+
+def lease_expiry(row: Submission, default_lease: float) -> float:
+    """When a running row's lease expires: the owner's own lease, or ``default_lease`` after
+    its last sign of life when it recorded none."""
+    if row.lease_expires_at is not None:
+        return row.lease_expires_at
+    return (row.heartbeat_at or row.started_at or 0.0) + default_lease
+
+
+def is_orphaned(
+    row: Submission, me: SubmissionOwner, *, default_lease: float, now: float, here: ProcessIdentity | None = None
+) -> bool:
+    """Whether a ``running`` row held by another owner may be taken over now."""
+    if row.status != "running" or (row.owner is not None and row.owner.id == me.id):
+        return False
+    return now >= lease_expiry(row, default_lease) or owner_is_gone(row.owner, here)
+
+
+def recover_orphaned_submissions(store: Store, session_id: str, *, lease: float) -> list[Submission]:
+    """Retake the session's orphaned ``running`` submissions (:func:`is_orphaned`; ``lease`` is
+    this process's, recorded for the retaken rows and assumed for owners that recorded none),
+    requeue the ones never applied, and return the ones that need an answer, in acceptance
+    order. Synchronous: run it on the store's thread."""
+    me, now, here = store.submission_owner(), time.time(), this_process()
+    retaken: list[Submission] = []
+    for row in store.list_submissions(session_id, status="running"):
+        if not is_orphaned(row, me, default_lease=lease, now=now, here=here):
+            continue
+        taken = store.retake_submission(
+            session_id, row.submission_id, if_owner=row.owner.id if row.owner else None,
+            if_heartbeat_at=row.heartbeat_at, lease=lease,
+        )
+        if taken is not None:
+            retaken.append(taken)
+    return _decide(store, session_id, retaken)
+
+
 def recover_submissions(store: Store, session_id: str, *, stale_after: float | None = None) -> list[Submission]:
     """Retake the session's ``running`` submissions whose lease expired (all of them when
     ``stale_after`` is ``None``), requeue the ones never applied, and return the ones that need
     an answer, in acceptance order. Synchronous: run it on the store's thread."""
-    retaken = store.retake_stale_submissions(session_id, stale_after=stale_after)
+    retaken = store.retake_stale_submissions(session_id, stale_after=stale_after, lease=stale_after)
+    return _decide(store, session_id, retaken)
+
+
+def _decide(store: Store, session_id: str, retaken: list[Submission]) -> list[Submission]:
     if not retaken:
         return []
     stored = [m.id for m in store.list_messages(session_id)]

@@ -4,7 +4,9 @@ recovered when a process opens the session again.
 
 The order is strict, across processes too: a submission whose owner died (or whose lease
 expired) blocks the later ones of its session until it has been retaken and finished, so each
-turn runs on the history its own message ends.
+turn runs on the history its own message ends. A drain so blocked looks again every
+:data:`OWNER_CHECK` seconds, so it retakes the submission as soon as the lease expires, or at
+once when the owner was a process on this host that is gone.
 
 The queue knows nothing of sessions: it is given the session id, the store, the lease, and the
 two callables it needs — run a turn, cancel a turn."""
@@ -13,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, cast, get_args
 
 from pydantic import ConfigDict
 
@@ -23,9 +26,10 @@ from .errors import UnknownSubmission
 from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
-from .submission_recovery import recover_submissions
+from .submission_recovery import recover_orphaned_submissions
 from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
+from .types import Trigger
 
 if TYPE_CHECKING:
     from .store import AsyncStore
@@ -34,6 +38,25 @@ if TYPE_CHECKING:
 logger = logging.getLogger("think.submissions")
 
 _UNFINISHED = ("pending", "running")
+
+#: Seconds between two looks at a submission another owner runs (is the owner gone, did its
+#: lease expire?) while a drain waits for it.
+OWNER_CHECK = 0.5
+
+
+_DONE = object()  # a listener's end of stream
+
+#: Keys of a submission's ``metadata`` the drain reads: the entry path its turn reports as its
+#: trigger (a server chat: ``http`` / ``websocket``) and the turn's ``body`` (the client's extra
+#: data, e.g. ``{"read_only": true}``), kept so that a turn resumed after a crash has them too.
+TRIGGER_KEY, BODY_KEY = "trigger", "body"
+
+
+def _trigger_and_body(row: Submission) -> tuple[Trigger, dict[str, Any] | None]:
+    metadata = row.metadata or {}
+    trigger, body = metadata.get(TRIGGER_KEY), metadata.get(BODY_KEY)
+    known: Trigger = cast(Trigger, trigger) if trigger in get_args(Trigger) else "submit"
+    return known, (body if isinstance(body, dict) else None)
 
 
 def _answered_message_id(row: Submission) -> str | None:
@@ -70,6 +93,8 @@ class SubmissionQueue:
         self._cancel = cancel
         self._drain_task: asyncio.Task | None = None
         self._changed = asyncio.Event()
+        # Who follows the turn of a submission live (a server chat's stream), by submission id.
+        self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
 
     async def recover(self) -> None:
         """Called once when the session opens in this process: drain if anything is unfinished.
@@ -119,15 +144,15 @@ class SubmissionQueue:
             )
 
     async def _drain(self) -> None:
-        """Until nothing of the session is unfinished: retake what an expired owner left, then
-        claim the next submission in order. While an earlier one runs elsewhere (or waits for
-        its dead owner's lease to expire), poll three times per lease."""
+        """Until nothing of the session is unfinished: retake what a dead or expired owner
+        left, then claim the next submission in order. While an earlier one runs elsewhere,
+        look again every :data:`OWNER_CHECK` seconds."""
         session_id = self.session_id
         while True:
-            recovered = await self.db.run(recover_submissions, session_id, stale_after=self.lease)
+            recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
             for row in recovered:
                 await self._run(row, recovering=True)
-            row = await self.db.claim_next_submission(session_id, in_order=True)
+            row = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
             if row is not None:
                 await self._run(row, recovering=False)
                 continue
@@ -136,9 +161,15 @@ class SubmissionQueue:
             if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                 return
             try:
-                await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+                await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
             except TimeoutError:
                 pass
+
+    async def drained(self) -> None:
+        """Wait until the drain running now (if any) has nothing left to do."""
+        task = self._drain_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
@@ -161,9 +192,12 @@ class SubmissionQueue:
             )
             return stored
 
+        trigger, body = _trigger_and_body(row)
         request = TurnRequest(
-            "submit",
+            trigger,
             None,
+            body=body,
+            emit=functools.partial(self._emit, sid),
             request_id=sid,
             apply_incoming=apply,
             should_apply=still_running,
@@ -192,7 +226,48 @@ class SubmissionQueue:
                 await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         finally:
             lease.stop()
+            for listener in self._listeners.get(sid, ()):
+                listener.put_nowait(_DONE)
         self._notify()
+
+    # -- following a submission's turn live ---------------------------------------------------
+    def listen(self, submission_id: str) -> asyncio.Queue[Any]:
+        """A queue that receives the chunks of ``submission_id``'s turn when this process runs
+        it (see :meth:`follow`); :meth:`unlisten` when done."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._listeners.setdefault(submission_id, []).append(queue)
+        return queue
+
+    def unlisten(self, submission_id: str, queue: asyncio.Queue[Any]) -> None:
+        queues = self._listeners.get(submission_id, [])
+        if queue in queues:
+            queues.remove(queue)
+        if not queues:
+            self._listeners.pop(submission_id, None)
+
+    def _emit(self, submission_id: str, chunk: dict[str, Any]) -> None:
+        for queue in self._listeners.get(submission_id, ()):
+            queue.put_nowait(chunk)
+
+    async def follow(self, submission_id: str, queue: asyncio.Queue[Any]) -> AsyncGenerator[dict[str, Any], None]:
+        """Yield the chunks ``queue`` (from :meth:`listen`) receives until the submission's
+        turn ends here, or until the submission is final (another process ran it, or it had
+        finished already): then nothing more comes, and the caller may replay the answer."""
+        while True:
+            try:
+                item = await asyncio.wait_for(queue.get(), OWNER_CHECK)
+            except TimeoutError:
+                row = await self.db.get_submission(self.session_id, submission_id)
+                if row is not None and row.status in _UNFINISHED:
+                    continue
+                while not queue.empty():  # what was emitted meanwhile
+                    item = queue.get_nowait()
+                    if item is not _DONE:
+                        yield item
+                return
+            if item is _DONE:
+                return
+            yield item
 
     def _notify(self) -> None:
         self._changed.set()
@@ -230,7 +305,7 @@ class SubmissionQueue:
                     return row
                 # Our own drain signals; a submission another process runs is polled.
                 try:
-                    await asyncio.wait_for(self._changed.wait(), self.lease / 3)
+                    await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
                 except TimeoutError:
                     pass
 

@@ -223,43 +223,36 @@ class AssistantMessageBuilder:
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
 
 
-def replay_chunks(message_id: str, parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chunks that stream a message made of ``parts`` from its start: what a client joining
-    a turn resumed after a crash is shown for the steps that turn replays from its journal."""
-    chunks: list[dict[str, Any]] = [{"type": "start", "messageId": message_id}]
-    in_step = False
-    for n, part in enumerate(parts):
+def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
+    """The UI message stream chunks that build the stored ``message`` again: what a client
+    that asks once more for an answer already given (or given by another process) receives."""
+    chunks: list[dict[str, Any]] = []
+    builder = AssistantMessageBuilder(message.id, chunks.append)
+    builder.start()
+    for part in message.parts:
         kind = part.get("type", "")
         if kind == "step-start":
-            if in_step:
-                chunks.append({"type": "finish-step"})
-            chunks.append({"type": "start-step"})
-            in_step = True
+            if builder.parts:
+                builder.finish_step()
+            builder.start_step()
         elif kind in ("text", "reasoning"):
-            block = f"r{n}" if kind == "reasoning" else f"t{n}"
-            chunks += [
-                {"type": f"{kind}-start", "id": block},
-                {"type": f"{kind}-delta", "id": block, "delta": part.get("text", "")},
-                {"type": f"{kind}-end", "id": block},
-            ]
-        elif kind.startswith("tool-"):
-            chunks += _tool_chunks(kind[len("tool-"):], part)
-    if in_step:
-        chunks.append({"type": "finish-step"})
+            (builder.text_delta if kind == "text" else builder.reasoning_delta)(part.get("text", ""))
+            builder._close_block()
+        elif "toolCallId" in part:
+            _replay_tool(builder, part)
+    if builder.parts and message.parts[0].get("type") == "step-start":
+        builder.finish_step()
+    builder.finish()
     return chunks
 
 
-def _tool_chunks(name: str, part: dict[str, Any]) -> list[dict[str, Any]]:
-    call_id, state = part.get("toolCallId", ""), part.get("state")
-    chunks: list[dict[str, Any]] = [
-        {"type": "tool-input-available", "toolCallId": call_id, "toolName": name, "input": part.get("input")}
-    ]
+def _replay_tool(builder: AssistantMessageBuilder, part: dict[str, Any]) -> None:
+    call_id, state = part["toolCallId"], part.get("state")
+    name = part.get("toolName") or str(part.get("type", "")).removeprefix("tool-")
+    builder.tool_input_available(call_id, name, part.get("input"))
     if state == "output-available":
-        chunks.append({"type": "tool-output-available", "toolCallId": call_id, "output": part.get("output")})
+        builder.tool_output(call_id, part.get("output"))
     elif state == "output-error":
-        chunks.append({"type": "tool-output-error", "toolCallId": call_id, "errorText": part.get("errorText", "")})
-    elif state == "output-denied":
-        chunks.append({"type": "tool-output-denied", "toolCallId": call_id})
+        builder.tool_error(call_id, str(part.get("errorText") or ""))
     elif state == "approval-requested":
-        chunks.append({"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id})
-    return chunks
+        builder.tool_approval_requested(call_id)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from tests.support.contexts import tool_ctx
 from think_core import (
     ChatErrorContext,
     ChunkContext,
@@ -45,19 +46,6 @@ def turn_ctx() -> TurnContext:
 def step_ctx() -> StepContext:
     return StepContext(
         session=None, request_id="r1", step_number=0, steps=[], model=None, messages=[]
-    )
-
-
-def tool_ctx(tool_name: str = "search") -> ToolCallContext:
-    return ToolCallContext(
-        session=None,
-        request_id="r1",
-        step_number=0,
-        tool_call_id="c1",
-        tool_name=tool_name,
-        input={},
-        tool=None,
-        messages=[],
     )
 
 

@@ -1,4 +1,4 @@
-"""Every entry path runs the same turn (DESIGN §6): hooks, triggers, continuation, durability."""
+"""Every entry path runs the same turn and fires the same hooks: triggers, continuation, durability."""
 
 from __future__ import annotations
 

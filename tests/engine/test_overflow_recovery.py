@@ -1,5 +1,5 @@
 """Error classification driving recovery: reactive compaction, bounded retries, the proactive
-guard and ``compact_after`` (DESIGN §8)."""
+guard and ``compact_after``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The turn of DESIGN §5, driven through ``Think`` with a scripted model and real hooks."""
+"""A turn in its documented order (think_core/hookspecs.py), driven through ``Think`` with a scripted model and real hooks."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from think_core import ConfigurationError, PluginLoadError, ScriptedModel, Think, ToolCallContext, block, hookimpl
+from tests.support.contexts import tool_ctx
+from think_core import ConfigurationError, PluginLoadError, ScriptedModel, Think, block, hookimpl
 from think_core.cli import main
 from think_core.dispatch import HookDispatcher
 from think_core.plugins import PluginInfo, build_plugin_manager
@@ -86,19 +87,6 @@ def other_entry_points() -> list[str]:
 
 def sample_infos(infos: list[PluginInfo]) -> dict[str, PluginInfo]:
     return {info.name: info for info in infos if info.name in SAMPLE_NAMES}
-
-
-def tool_ctx(tool_name: str) -> ToolCallContext:
-    return ToolCallContext(
-        session=None,
-        request_id="r1",
-        step_number=0,
-        tool_call_id="c1",
-        tool_name=tool_name,
-        input={},
-        tool=None,
-        messages=[],
-    )
 
 
 # -- in-process -----------------------------------------------------------------------------

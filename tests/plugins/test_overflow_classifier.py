@@ -1,7 +1,7 @@
 """The bundled error classifier against real provider error bodies and messages.
 
-Every message below is a verbatim capture quoted in ``reference/providers.md`` §2.5, §3, §4.4,
-§5, §6 and §9.9 (or a test case of Cloudflare's ``defaultContextOverflowClassifier``).
+Every message below is a verbatim capture of a real provider's error, or a test case of
+Cloudflare's ``defaultContextOverflowClassifier``.
 """
 
 from __future__ import annotations

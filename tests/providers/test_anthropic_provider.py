@@ -1,7 +1,7 @@
 """Anthropic Messages provider against a loopback server replaying recorded streams.
 
-The streams below are byte-exact copies of recorded responses (``reference/providers.md``
-§9.5–9.8: the Anthropic SDK's and the Vercel AI SDK's fixtures).
+The streams below are byte-exact copies of recorded responses (the Anthropic SDK's and the
+Vercel AI SDK's test fixtures).
 """
 
 from __future__ import annotations

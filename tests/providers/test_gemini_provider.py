@@ -1,6 +1,6 @@
 """Gemini ``streamGenerateContent?alt=sse`` provider against a loopback server.
 
-The text stream is a captured real response (``reference/providers.md`` §5, simonw/llm-gemini
+The text stream is a captured real response (published in simonw/llm-gemini
 #97); the tool-call, reasoning and blocked-prompt payloads are the Vercel AI SDK's recorded
 fixtures (``google-tool-call``, ``google-reasoning``, ``issue-19758-prompt-block``; thought
 signatures shortened), framed with CRLF as Gemini frames them. Parallel calls and thought parts
@@ -10,12 +10,12 @@ follow the documented chunk shape; error bodies are the captured Google error sh
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 from typing import Any
 
 import pytest
 
 from tests.loopback import LoopbackServer, Reply  # noqa: F401
+from tests.support.wire import ask, collect, text_of
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 from think_core.models.base import (
@@ -88,22 +88,6 @@ def make_model(server: LoopbackServer, model_id: str = "gemini-2.5-flash", **kwa
     kwargs.setdefault("api_key", "AIza-test")
     kwargs.setdefault("retry_policy", FAST_RETRY)
     return GeminiModel(model_id, base_url=server.url + "/v1beta", **kwargs)
-
-
-def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content=text)], **kwargs)
-
-
-async def collect(model: Any, request: ModelRequest, seen: list[Any] | None = None) -> list[Any]:
-    events = seen if seen is not None else []
-    async with aclosing(model.stream(request)) as stream:
-        async for event in stream:
-            events.append(event)
-    return events
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 # -- recorded streams ------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """OpenAI Chat Completions provider against a loopback server replaying recorded streams.
 
 The streams below are byte-exact copies of recorded provider responses
-(``reference/providers.md`` §9.1–9.4: openai-python's and the Vercel AI SDK's fixtures).
+(openai-python's and the Vercel AI SDK's test fixtures).
 """
 
 from __future__ import annotations

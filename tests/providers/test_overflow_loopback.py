@@ -1,6 +1,6 @@
 """Error classification and recovery against a loopback server speaking the providers' real
 wire formats: context overflow compacted and retried, overloaded streams retried only before
-output (DESIGN §8)."""
+output: a stream that already reached the user is never replayed."""
 
 from __future__ import annotations
 

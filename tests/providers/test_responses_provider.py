@@ -1,8 +1,8 @@
 """OpenAI Responses API provider against a loopback server.
 
 The quota-error stream is the Vercel AI SDK's recorded ``openai-error.1`` fixture (payloads
-verbatim, with the ``event:`` lines the wire carries); the in-stream overflow error is the
-captured one (``reference/providers.md`` §3). Text, function-call and reasoning-summary streams
+verbatim, with the ``event:`` lines the wire carries); the in-stream overflow error is a
+captured real one. Text, function-call and reasoning-summary streams
 follow the documented event sequence and the recorded fixtures' shapes (``parallel-tool-call``,
 ``azure-gpt5-reasoning-multi-summary``), shortened.
 """
@@ -10,12 +10,12 @@ follow the documented event sequence and the recorded fixtures' shapes (``parall
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 from typing import Any
 
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
+from tests.support.wire import ask, collect, text_of
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
 from think_core.models.base import (
@@ -134,22 +134,6 @@ def make_model(server: LoopbackServer, **kwargs: Any) -> OpenAIResponsesModel:
     kwargs.setdefault("api_key", "sk-test")
     kwargs.setdefault("retry_policy", FAST_RETRY)
     return OpenAIResponsesModel("gpt-5-mini", base_url=server.url + "/v1", **kwargs)
-
-
-def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
-    return ModelRequest(messages=[UserMessage(content=text)], **kwargs)
-
-
-async def collect(model: Any, request: ModelRequest, seen: list[Any] | None = None) -> list[Any]:
-    events = seen if seen is not None else []
-    async with aclosing(model.stream(request)) as stream:
-        async for event in stream:
-            events.append(event)
-    return events
-
-
-def text_of(events: list[Any]) -> str:
-    return "".join(e.text for e in events if isinstance(e, TextDelta))
 
 
 # -- streams ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The WebSocket chat endpoint against a real uvicorn server and a real ``websockets`` client.
 
-Frames are checked against the cf_agent_* protocol (reference §6.2): chunk frames carry one
+Frames are checked against Cloudflare's cf_agent_* chat protocol: chunk frames carry one
 UI message chunk as a JSON string, a stream ends with ``body: ""`` / ``done: true``, every
 connection of the session receives the broadcast, and bad frames get error frames without
 costing the connection.

@@ -52,16 +52,21 @@ async def test_an_accepted_submission_is_drained_even_if_the_caller_was_cancelle
 
 
 async def test_waiting_for_a_submission_another_agent_runs(tmp_path):
+    """The watcher waits for the runner, which keeps its submission: a lease of seconds (renewed
+    from a thread every third of it) never runs out under a busy machine's delays, and the
+    runner — alive, in this very process — is never taken for a dead owner."""
     db = str(tmp_path / "shared.db")
     runner = Think(ScriptedModel([Step(text="slow answer")], delay=0.05), store=db, load_entrypoints=False,
-                   submission_lease=2.0)
+                   submission_lease=10.0)
     accepted = await runner.session("s").submit_messages("work")
     # Any process that opens a session drains it: wait until the runner has claimed this one.
     while (await runner.session("s").inspect_submission(accepted.submission_id)).status != "running":
         await asyncio.sleep(0.01)
-    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=2.0)
-    done = await watcher.session("s").wait_for_submission(accepted.submission_id, timeout=5)
+    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=10.0)
+    done = await watcher.session("s").wait_for_submission(accepted.submission_id, timeout=30)
     assert done.status == "completed"
+    assert done.owner == runner.store.submission_owner()  # never taken over by the watcher
+    assert [(m.role, m.text) for m in await watcher.session("s").messages()] == [("user", "work"), ("assistant", "slow answer")]
     await runner.aclose()
     await watcher.aclose()
 

@@ -1,4 +1,4 @@
-"""Tests of the SQLite persistence layer (DESIGN §7) against real database files."""
+"""Tests of the SQLite persistence layer against real database files."""
 
 from __future__ import annotations
 

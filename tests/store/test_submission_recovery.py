@@ -39,7 +39,10 @@ class RecordingStore:
         self.retaken, self.stored_ids = retaken, stored_ids
         self.calls: list[tuple[str, object]] = []
 
-    def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]:
+    def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
+    ) -> list[Submission]:
+        assert lease == stale_after  # the retaken rows are held for the lease their staleness was judged by
         self.calls.append(("retake", stale_after))
         return self.retaken
 

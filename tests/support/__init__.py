@@ -6,6 +6,8 @@
   send them, models pointed at a loopback server, a request and a collector of its events.
 * :mod:`tests.support.web`: what a browser client sends to the server (UI messages, WebSocket
   chat requests) and reads back (the text of a UI message stream).
+* :mod:`tests.support.contexts`: hook contexts built by hand, for calling a plugin's hook
+  directly.
 * :mod:`tests.loopback` (the real-socket HTTP server) and :mod:`tests.recorder` (a plugin that
   records every hook) predate the package and stay where the suite imports them from.
 """

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..markers import hookimpl
-from ..messages import is_tool_part, tool_name_of
+from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
 from ..types import ToolCallResultContext, ToolPartState
 from .common import add_agent_arguments
@@ -263,18 +263,6 @@ class ChatREPL:
                 await self.session.approve_tool_call(
                     call_id, approved, auto_continue=index == len(pending) - 1, on_event=printer.feed
                 )
-
-
-def split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """An assistant message's parts, one list per model step (``step-start`` separates them)."""
-    steps: list[list[dict[str, Any]]] = [[]]
-    for part in parts:
-        if part.get("type") == "step-start":
-            if steps[-1]:
-                steps.append([])
-            continue
-        steps[-1].append(part)
-    return [step for step in steps if step]
 
 
 async def run(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from typing import Any, Unpack
 
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
-from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
+from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
@@ -125,7 +125,7 @@ class _MessageMapper(EventMapper):
     """Messages API events → model events, one method per event type; ``message_stop`` ends the
     stream, ``ping`` and unknown types are ignored."""
 
-    __slots__ = ("output", "blocks", "usage", "tool_calls")
+    __slots__ = ("output", "blocks", "usage", "tool_calls", "text_shape")
 
     def __init__(self, provider: str, model_id: str, output: _OutputTool | None) -> None:
         super().__init__(provider, model_id)
@@ -133,13 +133,22 @@ class _MessageMapper(EventMapper):
         self.blocks: dict[int, _Block] = {}
         self.usage: dict[str, Any] = {}
         self.tool_calls = 0
+        self.text_shape = TextEventShape()
 
     def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
+        text = self.text_shape.match(sse.data)
+        if text is not None:
+            return (TextDelta(text),)
         data = decode_json(sse.data)
         if not isinstance(data, dict):
             raise TypeError("an event must be an object")
         handler = _HANDLERS.get(data.get("type") or sse.event)
-        return NO_EVENTS if handler is None else handler(self, data)
+        events = NO_EVENTS if handler is None else handler(self, data)
+        if handler is _MessageMapper._on_content_block_delta and len(events) == 1 and type(events[0]) is TextDelta:
+            delta = data["delta"]
+            if delta.get("type") == "text_delta" and len(data) == 3 and len(delta) == 2:
+                self.text_shape.learn(sse.data, "text", events[0].text)
+        return events
 
     def _on_content_block_delta(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
         delta = data.get("delta") or {}

@@ -40,7 +40,7 @@ from ._http import (
 )
 from .base import ModelRequest
 from .retry import RetryPolicy, stream_with_retry
-from .sse import SSEEvent, aiter_sse
+from .sse import SSEEvent, aiter_sse_batches
 
 __all__ = ["NO_EVENTS", "EventMapper", "HTTPModelOptions", "StreamingHTTPModel"]
 
@@ -204,17 +204,20 @@ class StreamingHTTPModel:
             timeout=call_timeout(self._timeout, request.settings.timeout),
             provider=provider,
         ) as response:
-            async with aclosing(aiter_sse(response.aiter_bytes())) as events:
+            async with aclosing(aiter_sse_batches(response.aiter_bytes())) as batches:
                 on_event = mapper.on_event
-                async for sse in events:
-                    try:
-                        mapped = on_event(sse)
-                    except _SHAPE_ERRORS:
-                        raise invalid_event(provider, sse.data) from None
-                    for event in mapped:
-                        yield event
+                async for batch in batches:
+                    for sse in batch:
+                        try:
+                            mapped = on_event(sse)
+                        except _SHAPE_ERRORS:
+                            raise invalid_event(provider, sse.data) from None
+                        for event in mapped:
+                            yield event
+                        if mapper.done:
+                            break
                     if mapper.done:
-                        await finish_reading(events)
+                        await finish_reading(batches)
                         break
             if not mapper.done and mapper.stop_reason is None:
                 raise incomplete_stream(provider)

@@ -23,7 +23,7 @@ from typing import Any, Unpack
 
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
-from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
+from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
@@ -102,16 +102,20 @@ class _ChunkMapper(EventMapper):
     """Chat Completions chunks → model events. ``[DONE]`` ends the stream; the finish reason and
     the usage may come on separate chunks (usage last, with ``choices: []``)."""
 
-    __slots__ = ("calls", "usage", "fingerprint")
+    __slots__ = ("calls", "usage", "fingerprint", "text_shape")
 
     def __init__(self, provider: str, model_id: str) -> None:
         super().__init__(provider, model_id)
         self.calls = _ToolCalls()
         self.usage: dict[str, Any] | None = None
         self.fingerprint: str | None = None
+        self.text_shape = TextEventShape()
 
     def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
         data = sse.data
+        text = self.text_shape.match(data)
+        if text is not None:
+            return (TextDelta(text),)
         if data.startswith("[DONE]"):
             self.done = True
             return NO_EVENTS
@@ -130,11 +134,20 @@ class _ChunkMapper(EventMapper):
         if not isinstance(choices, (list, tuple)):
             raise TypeError("choices must be a list")
         if len(choices) == 1:
-            return self._on_choice(choices[0])
+            mapped = self._on_choice(choices[0])
+            if len(mapped) == 1 and type(mapped[0]) is TextDelta and self._plain_text(chunk):
+                self.text_shape.learn(data, "content", mapped[0].text)
+            return mapped
         events: list[ModelEvent] = []
         for choice in choices:
             events += self._on_choice(choice)
         return events
+
+    @staticmethod
+    def _plain_text(chunk: dict[str, Any]) -> bool:
+        """The chunk carried its delta's text and nothing else that changes the stream's state."""
+        choice = chunk["choices"][0]
+        return not chunk.get("usage") and not choice.get("finish_reason") and len(choice["delta"]) == 1
 
     def _on_choice(self, choice: Any) -> Sequence[ModelEvent]:
         if not isinstance(choice, dict):

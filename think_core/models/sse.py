@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import AsyncGenerator, AsyncIterable
+from contextlib import aclosing
 from dataclasses import dataclass
 
-__all__ = ["SSEDecoder", "SSEEvent", "aiter_sse"]
+__all__ = ["SSEDecoder", "SSEEvent", "aiter_sse", "aiter_sse_batches"]
 
 
 @dataclass(slots=True)
@@ -109,6 +110,9 @@ class SSEDecoder:
                     data.clear()
                 self._event = None
                 self._retry = None
+            elif line.startswith("event:"):  # every event of some providers (Anthropic) names itself
+                value = line[6:]
+                self._event = value[1:] if value[:1] == " " else value
             elif line[0] == ":":
                 continue  # a comment / keep-alive
             else:
@@ -134,14 +138,28 @@ class SSEDecoder:
 
 async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncGenerator[SSEEvent, None]:
     """Decode an async byte stream (e.g. ``httpx.Response.aiter_bytes()``) into events."""
+    async with aclosing(aiter_sse_batches(byte_stream)) as batches:
+        async for batch in batches:
+            for event in batch:
+                yield event
+
+
+async def aiter_sse_batches(byte_stream: AsyncIterable[bytes]) -> AsyncGenerator[list[SSEEvent], None]:
+    """The events of an async byte stream, a list per read (never empty).
+
+    The hot path of a model stream iterates these lists itself: one generator step per
+    network read instead of one per event is a measurable share of a token's cost.
+    """
     decoder = SSEDecoder()
     feed = decoder.feed
     try:
         async for chunk in byte_stream:
-            for event in feed(chunk):
-                yield event
-        for event in decoder.flush():
-            yield event
+            events = feed(chunk)
+            if events:
+                yield events
+        events = decoder.flush()
+        if events:
+            yield events
     finally:
         # A consumer that stops early (at [DONE], or on an error) must not leave the byte
         # stream's generators to the garbage collector.

@@ -142,11 +142,15 @@ def socket_endpoint(agent: Think, hub: SessionHub, token: str | None, max_frame_
     return socket
 
 
-def lifespan(agent: Think, hub: SessionHub, recorder: TimelineRecorder | None) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+def lifespan(
+    agent: Think, hub: SessionHub, recorder: TimelineRecorder | None, recover: bool
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def run(app: Starlette) -> AsyncIterator[None]:
         if recorder is not None:
             agent.plugin_manager.register(recorder, name=f"{recorder.name}_{id(recorder):x}")
+        if recover:  # the turns a crash interrupted go on, whether or not their clients come back
+            await agent.recover()
         try:
             yield
         finally:
@@ -183,6 +187,7 @@ def create_app(
     allowed_origins: Sequence[str] = (),
     allowed_hosts: Sequence[str] | None = None,
     bind_host: str | None = "127.0.0.1",
+    recover: bool = True,
 ) -> Starlette:
     """An ASGI app serving ``agent``.
 
@@ -201,6 +206,8 @@ def create_app(
     :param bind_host: the address the server listens on. On a loopback address (the default,
         as ``think serve``'s) the ``Host`` check is on, which stops DNS rebinding; pass the real
         address (``"0.0.0.0"``) or ``None`` when serving beyond this machine.
+    :param recover: at start-up, resume every session with unfinished durable submissions
+        (server chats are durable submissions too): ``await agent.recover()``.
     """
     token = api_token if api_token is not None else os.environ.get("THINK_API_TOKEN") or None
     hub = SessionHub()
@@ -237,7 +244,7 @@ def create_app(
         ],
         middleware=middleware(AccessPolicy.build(allowed_origins, allowed_hosts, bind_host)),
         exception_handlers={404: not_found, 405: method_not_allowed, 500: server_error},
-        lifespan=lifespan(agent, hub, recorder),
+        lifespan=lifespan(agent, hub, recorder, recover),
     )
     app.state.agent = agent
     app.state.hub = hub

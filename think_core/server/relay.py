@@ -68,7 +68,7 @@ class TurnRelay:
 
     async def done(self, session: Session) -> None:
         """The closing frame, with how the turn ended and the user messages it answered."""
-        live = await session.streams.find(self.stream_id)
+        live = await session.streams.find(self.hub.stream_requests.get(self.stream_id, self.stream_id))
         if live is not None and not live.streaming:
             outcome, ids = live.status, live.message_ids
         else:  # no turn ran (the answers left a call waiting)

@@ -46,8 +46,9 @@ class StreamResume:
         probe = frame.get("probeId") if isinstance(frame.get("probeId"), str) else None
         live = await self.session.streams.find()
         if live is not None and live.streaming:
-            self.connection.following.add(live.stream_id)
-            self.connection.send(F.resume_frame(F.STREAM_RESUMING, probe, live.stream_id))
+            stream_id = self._client_id(live)
+            self.connection.following.add(stream_id)
+            self.connection.send(F.resume_frame(F.STREAM_RESUMING, probe, stream_id))
         elif self.hub.pending(self.session.id, "settle"):
             self.hub.await_stream(self.connection, probe)
             self.connection.send(F.resume_frame(F.STREAM_PENDING, probe))
@@ -56,19 +57,24 @@ class StreamResume:
 
     async def on_ack(self, frame: dict[str, Any]) -> None:
         stream_id = F.require_str(frame, "id")
-        live = await self.session.streams.find(stream_id)
+        live = await self.session.streams.find(self.hub.stream_requests.get(stream_id, stream_id))
         if live is None:  # gone already: its answer is in the transcript
             self.connection.following.discard(stream_id)
             self.connection.send(F.done_frame(stream_id, replay=True))
             return
         self.connection.following.add(stream_id)
-        task = self.hub.spawn(self.session.id, self._replay(live), name=f"think-ws-replay-{stream_id}", kind="replay")
+        task = self.hub.spawn(self.session.id, self._replay(live, stream_id), name=f"think-ws-replay-{stream_id}", kind="replay")
         self._replays.add(task)
         task.add_done_callback(self._replays.discard)
 
-    async def _replay(self, live: LiveStream) -> None:
+    def _client_id(self, live: LiveStream) -> str:
+        """The id clients know a stream by: a WebSocket request's own id while this server relays
+        it (the turn's id is the server's), else the turn's id."""
+        return self.hub.request_streams.get(live.stream_id, live.stream_id)
+
+    async def _replay(self, live: LiveStream, sid: str) -> None:
         # The stream stays in ``following`` afterwards: its closing broadcast must not arrive twice.
-        send, sid, cont = self.connection.send, live.stream_id, live.continuation
+        send, cont = self.connection.send, live.continuation
         # The chunks so far, without an await in between: none is missed or sent twice.
         replayed = len(live.chunks)
         for seq, chunk in enumerate(live.chunks[:replayed]):

@@ -134,21 +134,32 @@ class ChatSocket:
                 "too_many_requests",
                 request_id=request.id,
             )
-        self.hub.link(request.id, request.id)
-        stream = self._stream(request.transcript, request.id, body=request.body, requested=True)
+        # The turn's own id (a durable chat's submission id) is the server's: a client may use
+        # its request ids again, and must never be taken for an earlier submission.
+        turn_id = new_id("req")
+        self.hub.link(request.id, turn_id)
+        stream = self._stream(request.transcript, request.id, body=request.body, requested=True, request_id=turn_id)
         task = self.hub.spawn(self.session_id, stream, name=f"think-ws-turn-{request.id}")
         self._in_flight.add(task)
         task.add_done_callback(self._in_flight.discard)
 
     async def _stream(
-        self, transcript: ClientTranscript, stream_id: str, *, body: dict[str, Any] | None = None, requested: bool
+        self,
+        transcript: ClientTranscript,
+        stream_id: str,
+        *,
+        body: dict[str, Any] | None = None,
+        requested: bool,
+        request_id: str | None = None,
     ) -> None:
         """Apply ``transcript`` and relay the turn it asks for to every connection. A stream the
         client ``requested`` (it knows the id) always ends with a done or failed frame; one the
         server started (a tool answer's continuation) only once a chunk was sent."""
         relay = TurnRelay(self.hub, self.session_id, stream_id, transcript, sender=self.connection)
         try:
-            chunks = self.session.stream_transcript(transcript, body=body, trigger="websocket", request_id=stream_id)
+            chunks = self.session.stream_transcript(
+                transcript, body=body, trigger="websocket", request_id=request_id or stream_id
+            )
             async for chunk in chunks:
                 relay.chunk(chunk)
         except Exception as exc:
@@ -170,7 +181,9 @@ class ChatSocket:
 
     async def on_cancel(self, frame: dict[str, Any]) -> None:
         stream_id = F.require_str(frame, "id")
-        self.session.cancel(self.hub.stream_requests.get(stream_id, stream_id))
+        request_id = self.hub.stream_requests.get(stream_id, stream_id)
+        if not self.session.cancel(request_id):  # a chat still waiting for its turn
+            await self.session.cancel_submission(request_id)
 
     async def on_clear(self, frame: dict[str, Any]) -> None:
         # session.clear() waits for the turns it cancels to persist their partial messages, so

@@ -11,6 +11,7 @@ from .base import (
     Store,
     StreamInfo,
     Submission,
+    SubmissionOwner,
     SubmissionStatus,
 )
 from .sqlite import SCHEMA_VERSION, SQLiteStore
@@ -27,6 +28,7 @@ __all__ = [
     "Store",
     "StreamInfo",
     "Submission",
+    "SubmissionOwner",
     "SubmissionStatus",
     "open_store",
 ]

@@ -13,9 +13,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from ..process_identity import this_process
 from ..types import UIMessage
+from .base import SubmissionOwner
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -92,8 +94,19 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         )""",
         "CREATE INDEX journal_by_submission ON submission_journal (session_id, submission_id, seq)",
     ),
-    # Resumable streams: each turn's UI message chunks, so a late joiner can replay and follow it.
+    # Who the owner is (so a dead one on this host is recovered at once) and the lease it took;
+    # the unfinished rows of every session, for the recovery watcher and start-up recovery.
     4: (
+        "ALTER TABLE submissions ADD COLUMN owner_host TEXT",
+        "ALTER TABLE submissions ADD COLUMN owner_pid INTEGER",
+        "ALTER TABLE submissions ADD COLUMN owner_started REAL",
+        "ALTER TABLE submissions ADD COLUMN owner_namespace TEXT",
+        "ALTER TABLE submissions ADD COLUMN lease REAL",
+        "CREATE INDEX submissions_unfinished ON submissions (status, session_id) "
+        "WHERE status IN ('pending', 'running')",
+    ),
+    # Resumable streams: each turn's UI message chunks, so a late joiner can replay and follow it.
+    5: (
         """CREATE TABLE streams (
             session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
             stream_id TEXT NOT NULL,
@@ -137,14 +150,20 @@ def message_row(session_id: str, message: UIMessage, now: float) -> tuple[Any, .
 
 class SQLiteConnection:
     """The connection a SQLite store runs on. ``path`` is a file path, ``":memory:"`` or a
-    ``file:`` URI."""
+    ``file:`` URI. ``host`` is the host name recorded as the owner of the submissions this
+    store runs (default: this machine's name); give each machine a distinct one."""
 
     def __init__(
-        self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0
+        self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0, host: str | None = None
     ) -> None:
         self.path = os.fspath(path)
-        # This store's name as the owner of the submissions it claims or retakes.
+        # This store as the owner of the submissions it claims or retakes: a name of its own,
+        # and the process it lives in.
         self.owner_id = uuid.uuid4().hex
+        process = this_process(host)
+        self.owner = SubmissionOwner(
+            id=self.owner_id, host=process.host, pid=process.pid, started=process.started, namespace=process.namespace
+        )
         self._lock = threading.Lock()
         self._closed = False
         self._conn = sqlite3.connect(

@@ -16,21 +16,37 @@ from typing import Any
 
 from ..errors import UnknownSubmission
 from ..types import UIMessage
-from ._sqlite_connection import SQLiteConnection, _dumps
-from .base import TERMINAL_SUBMISSION_STATUSES, JournalEntry, Submission
+from ._sqlite_connection import _dumps
+from ._sqlite_journal import SubmissionJournal
+from .base import TERMINAL_SUBMISSION_STATUSES, Submission, SubmissionOwner
 
 _SUBMISSION_COLUMNS = (
     "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
-    "messages_applied_at, created_at, started_at, completed_at, answer_message_id"
+    "messages_applied_at, created_at, started_at, completed_at, answer_message_id, heartbeat_at, "
+    "owner, owner_host, owner_pid, owner_started, owner_namespace, lease"
+)
+# Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat
+# (NULL when the taker names no lease: never the previous owner's, which it may not keep).
+_TAKE_LEASE = (
+    "heartbeat_at = ?, owner = ?, owner_host = ?, owner_pid = ?, owner_started = ?, owner_namespace = ?, "
+    "lease = ?"
 )
 
 
-class SubmissionRows(SQLiteConnection):
+class SubmissionRows(SubmissionJournal):
     """Durable submissions, on the store's connection."""
 
     @staticmethod
     def _submission(row: sqlite3.Row) -> Submission:
         metadata = row["metadata"]
+        owner = None
+        if row["owner"] is not None:
+            owner = SubmissionOwner(
+                id=row["owner"], host=row["owner_host"], pid=row["owner_pid"], started=row["owner_started"],
+                namespace=row["owner_namespace"],
+            )
+        heartbeat, lease = row["heartbeat_at"], row["lease"]
+        running = row["status"] == "running"
         return Submission(
             submission_id=row["submission_id"],
             session_id=row["session_id"],
@@ -45,7 +61,18 @@ class SubmissionRows(SQLiteConnection):
             started_at=row["started_at"],
             completed_at=row["completed_at"],
             answer_message_id=row["answer_message_id"],
+            owner=owner,
+            heartbeat_at=heartbeat,
+            lease_expires_at=heartbeat + lease if running and heartbeat is not None and lease is not None else None,
         )
+
+    def submission_owner(self) -> SubmissionOwner:
+        """This store as the owner of the rows it claims or retakes."""
+        return self.owner
+
+    def _lease_values(self, now: float, lease: float | None) -> tuple[Any, ...]:
+        owner = self.owner
+        return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
         self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
@@ -138,12 +165,15 @@ class SubmissionRows(SQLiteConnection):
             rows = conn.execute(sql, args).fetchall()
         return [self._submission(r) for r in rows]
 
-    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None:
+    def claim_next_submission(
+        self, session_id: str, *, in_order: bool = False, lease: float | None = None
+    ) -> Submission | None:
         """Atomically move the oldest ``pending`` submission to ``running`` (setting
         ``started_at``) and return it; ``None`` when nothing is pending. Each pending row is
         claimed by exactly one caller, across connections and processes. ``in_order``: only
         when no submission accepted before it is still ``running`` (``None`` otherwise), so a
-        session's submissions run one after the other in acceptance order."""
+        session's submissions run one after the other in acceptance order. ``lease``: the
+        seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
         with self._write() as conn:
             row = conn.execute(
@@ -155,9 +185,9 @@ class SubmissionRows(SQLiteConnection):
                 return None
             now = time.time()
             conn.execute(
-                "UPDATE submissions SET status = 'running', started_at = ?, heartbeat_at = ?, owner = ? "
+                f"UPDATE submissions SET status = 'running', started_at = ?, {_TAKE_LEASE} "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'pending'",
-                (now, now, self.owner_id, session_id, row[0]),
+                (now, *self._lease_values(now, lease), session_id, row[0]),
             )
             claimed = self._select_submission(conn, session_id, "submission_id = ?", (row[0],))
         return self._submission(claimed) if claimed is not None else None
@@ -202,48 +232,6 @@ class SubmissionRows(SQLiteConnection):
             if changed and message is not None:
                 self._upsert_message(conn, session_id, message, now)
             return bool(changed)
-
-    def journal_submission(
-        self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
-    ) -> bool:
-        """Append an entry to the step journal of a ``running`` submission this store owns, in
-        the transaction that advances its progress marker and renews its lease. Returns
-        ``False``, writing nothing, when the row is not running or not ours."""
-        now = time.time()
-        with self._write() as conn:
-            if not conn.execute(
-                "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
-                "AND submission_id = ? AND status = 'running' AND owner = ?",
-                (now, session_id, submission_id, self.owner_id),
-            ).rowcount:
-                return False
-            conn.execute(
-                "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, submission_id, kind, key, _dumps(data), now),
-            )
-            return True
-
-    def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]:
-        """The journal of a submission, oldest entry first (empty once it finished)."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT seq, kind, key, data, created_at FROM submission_journal "
-                "WHERE session_id = ? AND submission_id = ? ORDER BY seq",
-                (session_id, submission_id),
-            ).fetchall()
-        return [
-            JournalEntry(seq=r["seq"], kind=r["kind"], key=r["key"], data=json.loads(r["data"]),
-                         created_at=r["created_at"])
-            for r in rows
-        ]
-
-    @staticmethod
-    def _drop_journal(conn: sqlite3.Connection, session_id: str, submission_id: str) -> None:
-        """A finished submission needs its journal no more."""
-        conn.execute(
-            "DELETE FROM submission_journal WHERE session_id = ? AND submission_id = ?", (session_id, submission_id)
-        )
 
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
@@ -298,7 +286,7 @@ class SubmissionRows(SQLiteConnection):
             return bool(changed)
 
     def retake_stale_submissions(
-        self, session_id: str, *, stale_after: float | None = None
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
     ) -> list[Submission]:
         """Take over ``running`` rows whose lease expired (last heartbeat, or start, at least
         ``stale_after`` seconds ago; every running row when ``None``): their lease is renewed
@@ -307,7 +295,7 @@ class SubmissionRows(SQLiteConnection):
         now = time.time()
         with self._write() as conn:
             rows = conn.execute(
-                f"SELECT {_SUBMISSION_COLUMNS}, heartbeat_at FROM submissions WHERE session_id = ? "
+                f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
                 (session_id,),
             ).fetchall()
@@ -317,11 +305,45 @@ class SubmissionRows(SQLiteConnection):
                 if stale_after is not None and last_seen > now - stale_after:
                     continue
                 conn.execute(
-                    "UPDATE submissions SET heartbeat_at = ?, owner = ? WHERE session_id = ? AND submission_id = ?",
-                    (now, self.owner_id, session_id, row["submission_id"]),
+                    f"UPDATE submissions SET {_TAKE_LEASE} WHERE session_id = ? AND submission_id = ?",
+                    (*self._lease_values(now, lease), session_id, row["submission_id"]),
                 )
                 taken.append(self._submission(row))
         return taken
+
+    def retake_submission(
+        self,
+        session_id: str,
+        submission_id: str,
+        *,
+        if_owner: str | None,
+        if_heartbeat_at: float | None,
+        lease: float | None = None,
+    ) -> Submission | None:
+        """Take over one ``running`` row, only if it is still held by ``if_owner`` with its last
+        heartbeat at ``if_heartbeat_at`` (what the caller saw when it judged the owner dead or
+        its lease expired): an owner that renewed meanwhile keeps it. Returns the row as it was
+        before the takeover, or ``None`` when nothing changed."""
+        with self._write() as conn:
+            row = self._select_submission(
+                conn, session_id, "submission_id = ? AND status = 'running' AND owner IS ? AND heartbeat_at IS ?",
+                (submission_id, if_owner, if_heartbeat_at),
+            )
+            if row is None:
+                return None
+            conn.execute(
+                f"UPDATE submissions SET {_TAKE_LEASE} WHERE session_id = ? AND submission_id = ?",
+                (*self._lease_values(time.time(), lease), session_id, submission_id),
+            )
+        return self._submission(row)
+
+    def running_submissions(self) -> list[Submission]:
+        """Every ``running`` submission of every session, in acceptance order."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE status = 'running' ORDER BY seq"
+            ).fetchall()
+        return [self._submission(r) for r in rows]
 
     def requeue_submission(self, session_id: str, submission_id: str) -> bool:
         """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs

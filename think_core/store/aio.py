@@ -73,6 +73,10 @@ class AsyncStore:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def shutdown(self) -> None:
         """Stop the worker thread (after the calls in flight); later calls raise RuntimeError."""
         self._closed = True

@@ -33,6 +33,7 @@ __all__ = [
     "Store",
     "StreamInfo",
     "Submission",
+    "SubmissionOwner",
     "SubmissionStatus",
 ]
 
@@ -46,8 +47,23 @@ COMPACTION_ROLE: Literal["user"] = "user"
 COMPACTION_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 
 
+class SubmissionOwner(BaseModel):
+    """Who holds a submission's lease: a store instance (``id``) in a process (``host``,
+    ``pid``, ``started``: its start time in Unix seconds, ``namespace``: the kernel boot and PID
+    namespace its pid belongs to). A process on the same host and namespace can tell that the
+    owner died (see :mod:`think_core.process_identity`); ``None`` fields were not known."""
+
+    id: str
+    host: str | None = None
+    pid: int | None = None
+    started: float | None = None
+    namespace: str | None = None
+
+
 class Submission(BaseModel):
-    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``."""
+    """A durable submission (``submit_messages``). ``request_id`` equals ``submission_id``.
+    While it runs, ``owner`` holds its lease, renewed at ``heartbeat_at`` until
+    ``lease_expires_at`` (``None`` when the owner recorded no lease length)."""
 
     submission_id: str
     session_id: str
@@ -62,6 +78,9 @@ class Submission(BaseModel):
     started_at: float | None = None
     completed_at: float | None = None
     answer_message_id: str | None = None  # the answer stored with the completion, if any
+    owner: SubmissionOwner | None = None  # the last owner of its lease
+    heartbeat_at: float | None = None
+    lease_expires_at: float | None = None  # while running
 
 
 class JournalEntry(BaseModel):
@@ -135,7 +154,10 @@ class Store(Protocol):
     def list_submissions(
         self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
     ) -> list[Submission]: ...
-    def claim_next_submission(self, session_id: str, *, in_order: bool = False) -> Submission | None: ...
+    def submission_owner(self) -> SubmissionOwner: ...
+    def claim_next_submission(
+        self, session_id: str, *, in_order: bool = False, lease: float | None = None
+    ) -> Submission | None: ...
     def heartbeat_submission(self, session_id: str, submission_id: str) -> bool: ...
     def store_submission_answer(
         self,
@@ -153,7 +175,20 @@ class Store(Protocol):
         self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
     ) -> bool: ...
     def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]: ...
-    def retake_stale_submissions(self, session_id: str, *, stale_after: float | None = None) -> list[Submission]: ...
+    def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
+    ) -> list[Submission]: ...
+    def retake_submission(
+        self,
+        session_id: str,
+        submission_id: str,
+        *,
+        if_owner: str | None,
+        if_heartbeat_at: float | None,
+        lease: float | None = None,
+    ) -> Submission | None: ...
+    def running_submissions(self) -> list[Submission]: ...
+    def pending_session_ids(self) -> list[str]: ...
 
     # resumable streams: one row per turn's stream, its chunks in order
     def open_stream(

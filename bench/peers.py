@@ -1,0 +1,396 @@
+"""think beside the agent frameworks users compare it with, on the same loopback streams.
+
+Each framework streams through its own idiomatic API from the same OpenAI-compatible loopback
+server (bench/stream_overhead.py's: a pre-rendered body in one write, so the server costs
+nothing), in one process per framework together with the floor and think, so every ratio comes
+from one run:
+
+  stream   one turn of N text deltas; per-token overhead = (median − floor median) / N
+  tools    T turns of: a step with two parallel tool calls, then a short answer;
+           per-turn overhead = (median − floor median) / T
+  import   seconds to import the framework in a fresh interpreter; RSS after one turn there
+
+The floor reads the same bytes with httpx (lines, ``json.loads``, text and tool calls taken
+out) and calls the tool functions itself. The peers are never think's dependencies: ``--setup
+DIR`` makes one virtualenv per framework under DIR (their pins clash: Strands needs openai<3,
+the OpenAI Agents SDK openai>=3) and installs the pinned versions there.
+
+    python bench/peers.py --setup /tmp/think-peers     # once (needs PyPI)
+    python bench/peers.py --venvs /tmp/think-peers     # N=10000, T=200
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from _common import ROOT, machine, table
+from stream_overhead import ServerProcess, _event, expected_text, serve, stream_route
+
+PEERS: dict[str, list[str]] = {
+    "pydantic-ai": ["pydantic-ai-slim[openai]==2.68.0"],
+    "openai-agents": ["openai-agents==0.24.0"],
+    "langchain": ["langchain==1.5.2", "langchain-openai==1.8.1"],
+    "strands": ["strands-agents[openai]==1.62.0"],
+}
+MODULES = {"think": "think_core", "pydantic-ai": "pydantic_ai", "openai-agents": "agents",
+           "langchain": "langchain.agents", "strands": "strands"}
+CITIES = ("Paris", "London")
+
+
+# -- the server: the text streams, and the tool-calling conversation -----------------------------
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "chatcmpl-tools", "object": "chat.completion.chunk", "created": 1700000000, "model": "bench",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def render_tool_calls() -> bytes:
+    parts = [_event(_chunk({"role": "assistant", "content": None}))]
+    for index, city in enumerate(CITIES):
+        call = {"index": index, "id": f"call_{index}", "type": "function",
+                "function": {"name": "get_weather", "arguments": ""}}
+        parts.append(_event(_chunk({"tool_calls": [call]})))
+        parts.append(_event(_chunk({"tool_calls": [{"index": index, "function": {
+            "arguments": json.dumps({"city": city})}}]})))
+    parts.append(_event(_chunk({}, "tool_calls")))
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+def render_answer() -> bytes:
+    parts = [_event(_chunk({"role": "assistant", "content": ""}))]
+    parts += [_event(_chunk({"content": piece})) for piece in ("Sunny", " in", " both", ".")]
+    parts.append(_event(_chunk({}, "stop")))
+    parts.append(b"data: [DONE]\n\n")
+    return b"".join(parts)
+
+
+ANSWER = "Sunny in both."
+
+
+def route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
+    if not path.startswith("/tools/"):
+        return stream_route(path, body, cache)
+    messages = json.loads(body).get("messages", [])
+    if any(m.get("role") == "tool" for m in messages):
+        return cache.get("answer") or cache.setdefault("answer", render_answer())
+    return cache.get("calls") or cache.setdefault("calls", render_tool_calls())
+
+
+def get_weather(city: str) -> str:
+    """Get the weather for a city."""
+    return f"Sunny in {city}"
+
+
+# -- one client per framework: (stream turn, tool turn) -----------------------------------------
+
+Turn = Callable[[], Awaitable[str]]
+
+
+def floor_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    client = httpx.AsyncClient(timeout=60)
+
+    async def step(path: str, messages: list[dict[str, Any]]) -> tuple[str, dict[int, dict[str, str]]]:
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        body = {"model": "bench", "messages": messages, "stream": True}
+        async with client.stream("POST", f"{base}{path}/v1/chat/completions", json=body) as response:
+            async for line in response.aiter_lines():
+                if not line.startswith("data: ") or line == "data: [DONE]":
+                    continue
+                for choice in json.loads(line[6:])["choices"]:
+                    delta = choice["delta"]
+                    if delta.get("content"):
+                        text.append(delta["content"])
+                    for call in delta.get("tool_calls") or ():
+                        slot = calls.setdefault(call["index"], {"id": "", "name": "", "arguments": ""})
+                        slot["id"] = call.get("id") or slot["id"]
+                        slot["name"] += call.get("function", {}).get("name") or ""
+                        slot["arguments"] += call.get("function", {}).get("arguments") or ""
+        return "".join(text), calls
+
+    async def stream() -> str:
+        return (await step(f"/openai/{n}", [{"role": "user", "content": "go"}]))[0]
+
+    async def tools() -> str:
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "Weather in Paris and London?"}]
+        _, calls = await step("/tools", messages)
+        messages.append({"role": "assistant", "tool_calls": [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for c in calls.values()]})
+        for c in calls.values():
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": get_weather(**json.loads(c["arguments"]))})
+        return (await step("/tools", messages))[0]
+
+    return stream, tools, client.aclose
+
+
+def think_clients(base: str, n: int, on_disk: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    """think keeping its conversations in memory as the peers do (or in a SQLite file)."""
+    from think_core import Think, tool
+    from think_core.models.openai import OpenAIChatModel
+
+    tmp = tempfile.mkdtemp(prefix="think-peers-")
+    weather = tool(get_weather)
+    http = httpx.AsyncClient(timeout=60)  # one connection pool, as each peer's OpenAI client keeps
+    stores = (os.path.join(tmp, "s.db"), os.path.join(tmp, "t.db")) if on_disk else (":memory:", ":memory:")
+    streamer = Think(OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=http),
+                     store=stores[0], load_entrypoints=False)
+    caller = Think(OpenAIChatModel("bench", base_url=f"{base}/tools/v1", api_key="x", client=http),
+                   tools=[weather], store=stores[1], load_entrypoints=False)
+    runs = [0]
+
+    async def stream() -> str:
+        runs[0] += 1
+        pieces: list[str] = []
+        await streamer.session(f"s{runs[0]}").chat("go", on_event=lambda chunk: pieces.append(chunk.get("delta", ""))
+                                                   if chunk.get("type") == "text-delta" else None)
+        return "".join(pieces)
+
+    async def tools() -> str:
+        runs[0] += 1
+        return (await caller.session(f"t{runs[0]}").chat("Weather in Paris and London?")).text
+
+    async def close() -> None:
+        await streamer.aclose()
+        await caller.aclose()
+        await http.aclose()
+
+    return stream, tools, close
+
+
+def pydantic_ai_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    def model(path: str) -> Any:
+        return OpenAIChatModel("bench", provider=OpenAIProvider(base_url=f"{base}{path}/v1", api_key="x"))
+
+    streamer, caller = Agent(model(f"/openai/{n}")), Agent(model("/tools"), tools=[get_weather])
+
+    async def run(agent: Any, prompt: str) -> str:
+        pieces: list[str] = []
+        async with agent.run_stream(prompt) as result:
+            async for delta in result.stream_text(delta=True):
+                pieces.append(delta)
+        return "".join(pieces)
+
+    async def close() -> None:
+        return None
+
+    return (lambda: run(streamer, "go")), (lambda: run(caller, "Weather in Paris and London?")), close
+
+
+def openai_agents_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+    from openai.types.responses import ResponseTextDeltaEvent
+
+    set_tracing_disabled(True)
+
+    def model(path: str) -> Any:
+        return OpenAIChatCompletionsModel("bench", AsyncOpenAI(base_url=f"{base}{path}/v1", api_key="x"))
+
+    streamer = Agent(name="bench", model=model(f"/openai/{n}"))
+    caller = Agent(name="bench", model=model("/tools"), tools=[function_tool(get_weather)])
+
+    async def run(agent: Any, prompt: str) -> str:
+        pieces: list[str] = []
+        result = Runner.run_streamed(agent, prompt)
+        async for event in result.stream_events():
+            if event.type == "raw_response_event" and isinstance(event.data, ResponseTextDeltaEvent):
+                pieces.append(event.data.delta)
+        return "".join(pieces)
+
+    async def close() -> None:
+        return None
+
+    return (lambda: run(streamer, "go")), (lambda: run(caller, "Weather in Paris and London?")), close
+
+
+def langchain_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    from langchain.agents import create_agent
+    from langchain_openai import ChatOpenAI
+
+    def model(path: str) -> Any:
+        return ChatOpenAI(model="bench", base_url=f"{base}{path}/v1", api_key="x", streaming=True)  # type: ignore[arg-type]
+
+    streamer = create_agent(model(f"/openai/{n}"), tools=[])
+    caller = create_agent(model("/tools"), tools=[get_weather])
+
+    async def run(agent: Any, prompt: str) -> str:
+        pieces: list[str] = []
+        async for token, _meta in agent.astream({"messages": [{"role": "user", "content": prompt}]},
+                                                stream_mode="messages"):
+            if getattr(token, "type", None) == "AIMessageChunk" and isinstance(token.content, str):
+                pieces.append(token.content)
+        return "".join(pieces)
+
+    async def close() -> None:
+        return None
+
+    return (lambda: run(streamer, "go")), (lambda: run(caller, "Weather in Paris and London?")), close
+
+
+def strands_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    from strands import Agent, tool
+    from strands.models.openai import OpenAIModel
+
+    def model(path: str) -> Any:
+        return OpenAIModel(client_args={"base_url": f"{base}{path}/v1", "api_key": "x"}, model_id="bench")
+
+    weather = tool(get_weather)
+
+    async def run(path: str, tools: list[Any], prompt: str) -> str:
+        agent = Agent(model=model(path), tools=tools, callback_handler=None)  # a fresh history per turn
+        pieces: list[str] = []
+        async for event in agent.stream_async(prompt):
+            if "data" in event:
+                pieces.append(event["data"])
+        return "".join(pieces)
+
+    async def close() -> None:
+        return None
+
+    return (lambda: run(f"/openai/{n}", [], "go")), (lambda: run("/tools", [weather], "Weather in Paris and London?")), close
+
+
+CLIENTS = {"floor": floor_clients, "think": think_clients,
+           "think (SQLite file)": lambda base, n: think_clients(base, n, on_disk=True), "pydantic-ai": pydantic_ai_clients,
+           "openai-agents": openai_agents_clients, "langchain": langchain_clients, "strands": strands_clients}
+
+
+# -- measuring, in the framework's own virtualenv ----------------------------------------------
+
+async def _measure(peer: str, base: str, n: int, turns: int, repeat: int) -> dict[str, Any]:
+    names = ["floor", "think", "think (SQLite file)", peer]
+    built = {name: CLIENTS[name](base, n) for name in names}
+    expected = expected_text(n)
+    times: dict[str, dict[str, list[float]]] = {name: {"stream": [], "tools": []} for name in names}
+    for name, (stream, tools, _) in built.items():  # warm-up, and a check that each one streams it all
+        text = await stream()
+        assert text == expected, f"{name}: streamed {len(text)} of {len(expected)} characters"
+        answer = await tools()
+        assert answer.endswith(ANSWER), f"{name}: tool turn answered {answer!r}"
+    for _ in range(repeat):
+        for name, (stream, tools, _) in built.items():
+            started = time.perf_counter()
+            await stream()
+            times[name]["stream"].append(time.perf_counter() - started)
+            started = time.perf_counter()
+            for _ in range(turns):
+                await tools()
+            times[name]["tools"].append(time.perf_counter() - started)
+    for _, _, close in built.values():
+        await close()
+    return {name: {kind: statistics.median(values) for kind, values in kinds.items()} for name, kinds in times.items()}
+
+
+def _footprint(peer: str, base: str, n: int) -> dict[str, float]:
+    probe = f"import time; t = time.perf_counter(); import {MODULES[peer]}; print(time.perf_counter() - t)"
+    imported = float(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                                    check=True).stdout)
+    stream, tools, close = CLIENTS[peer](base, n)
+
+    async def once() -> None:
+        await stream()
+        await tools()
+        await close()
+
+    asyncio.run(once())
+    import resource
+
+    return {"import_s": imported, "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def _version(peer: str) -> str:
+    from importlib.metadata import version
+
+    dist = {"think": "think-agent", "pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents",
+            "langchain": "langchain", "strands": "strands-agents"}[peer]
+    return version(dist)
+
+
+def _in_venv(python: str, *args: str) -> Any:
+    done = subprocess.run([python, __file__, *args], capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{python} {' '.join(args)}\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def setup(root: Path) -> None:
+    for peer, pins in PEERS.items():
+        venv = root / peer
+        subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+        subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *pins, str(ROOT)], check=True)
+        print(f"{peer}: {venv}")
+
+
+def report(root: Path, n: int, turns: int, repeat: int) -> None:
+    rows: list[list[object]] = []
+    with ServerProcess(__file__) as base:
+        think_python = str(root / "pydantic-ai" / "bin" / "python")
+        footprints = {"think": _in_venv(think_python, "--footprint", "think", "--base", base, "--n", str(n))}
+        for peer in PEERS:
+            python = str(root / peer / "bin" / "python")
+            result = _in_venv(python, "--peer", peer, "--base", base, "--n", str(n), "--turns", str(turns),
+                              "--repeat", str(repeat))
+            footprints[peer] = _in_venv(python, "--footprint", peer, "--base", base, "--n", str(n))
+            floor = result["floor"]
+            for name in ("think", "think (SQLite file)", peer) if not rows else (peer,):
+                got = result[name]
+                rows.append([
+                    name, result["versions"][name],
+                    (got["stream"] - floor["stream"]) / n * 1e6, f"{got['stream'] / floor['stream']:.2f}",
+                    (got["tools"] - floor["tools"]) / turns * 1e3, f"{got['tools'] / floor['tools']:.2f}",
+                    footprints[name.split(" ")[0]]["import_s"] * 1000, footprints[name.split(" ")[0]]["rss_mib"],
+                ])
+    print(f"peers — {machine()}; N={n:,} tokens, T={turns} tool turns, median of {repeat}")
+    print(table(["framework", "version", "µs/token over floor", "stream ×floor", "ms/tool turn over floor",
+                 "tools ×floor", "import ms", "RSS MiB"], rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setup", type=Path, help="make the frameworks' virtualenvs under this directory")
+    parser.add_argument("--venvs", type=Path, help="run against the virtualenvs made by --setup")
+    parser.add_argument("--n", type=int, default=10_000, help="tokens in the streaming turn")
+    parser.add_argument("--turns", type=int, default=200, help="tool-calling turns per run")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--peer", help=argparse.SUPPRESS)
+    parser.add_argument("--footprint", help=argparse.SUPPRESS)
+    parser.add_argument("--base", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(route))
+    elif args.setup:
+        setup(args.setup)
+    elif args.peer:
+        result = asyncio.run(_measure(args.peer, args.base, args.n, args.turns, args.repeat))
+        result["versions"] = {name: _version(name) for name in ("think", args.peer)}
+        result["versions"]["think (SQLite file)"] = result["versions"]["think"]
+        print(json.dumps(result))
+    elif args.footprint:
+        print(json.dumps(_footprint(args.footprint, args.base, args.n)))
+    elif args.venvs:
+        report(args.venvs, args.n, args.turns, args.repeat)
+    else:
+        parser.error("--setup DIR once, then --venvs DIR")
+
+
+if __name__ == "__main__":
+    main()

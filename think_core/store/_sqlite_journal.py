@@ -1,0 +1,57 @@
+"""The step journal of the SQLite store's running submissions (``submission_journal``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import Any
+
+from ._sqlite_connection import SQLiteConnection, _dumps
+from .base import JournalEntry
+
+
+class SubmissionJournal(SQLiteConnection):
+    """Journal entries of running submissions, on the store's connection."""
+
+    def journal_submission(
+        self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
+    ) -> bool:
+        """Append an entry to the step journal of a ``running`` submission this store owns, in
+        the transaction that advances its progress marker and renews its lease. Returns
+        ``False``, writing nothing, when the row is not running or not ours."""
+        now = time.time()
+        with self._write() as conn:
+            if not conn.execute(
+                "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
+                "AND submission_id = ? AND status = 'running' AND owner = ?",
+                (now, session_id, submission_id, self.owner_id),
+            ).rowcount:
+                return False
+            conn.execute(
+                "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (session_id, submission_id, kind, key, _dumps(data), now),
+            )
+            return True
+
+    def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]:
+        """The journal of a submission, oldest entry first (empty once it finished)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT seq, kind, key, data, created_at FROM submission_journal "
+                "WHERE session_id = ? AND submission_id = ? ORDER BY seq",
+                (session_id, submission_id),
+            ).fetchall()
+        return [
+            JournalEntry(seq=r["seq"], kind=r["kind"], key=r["key"], data=json.loads(r["data"]),
+                         created_at=r["created_at"])
+            for r in rows
+        ]
+
+    @staticmethod
+    def _drop_journal(conn: sqlite3.Connection, session_id: str, submission_id: str) -> None:
+        """A finished submission needs its journal no more."""
+        conn.execute(
+            "DELETE FROM submission_journal WHERE session_id = ? AND submission_id = ?", (session_id, submission_id)
+        )
