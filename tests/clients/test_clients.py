@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -106,3 +107,56 @@ def test_npm_client_against_think_serve(think_serve: str, script: str) -> None:
     assert done.returncode == 0, report
     checks = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
     assert len(checks) >= 6 and "FAIL" not in done.stdout, report
+
+
+def _start(db: Path, home: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    # A slow answer (about 15 s), so it is still running when the page opens on a busy machine.
+    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1", "THINK_DEMO_DELAY": "0.15"}
+    env.pop("THINK_API_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", str(port), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    base = _announced_url(process)
+    _wait_healthy(base)
+    return process, base
+
+
+def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_path: Path) -> None:
+    missing = _unavailable()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the npm client checks, but {missing}")
+        pytest.skip(missing)
+    assert NODE is not None
+    db, home = tmp_path / "chats.db", tmp_path / "home"
+    home.mkdir()
+    first, base = _start(db, home)
+    try:
+        body = {"id": "crash", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
+        with httpx.Client(base_url=base, timeout=30) as http, http.stream("POST", "/api/chat", json=body) as posted:
+            deltas = 0
+            for line in posted.iter_lines():
+                deltas += '"text-delta"' in line
+                if deltas == 5:  # mid-answer: the server dies
+                    first.send_signal(signal.SIGKILL)
+                    break
+    finally:
+        first.kill()
+        first.wait()
+        assert first.stdout is not None
+        first.stdout.close()
+    port = int(base.rsplit(":", 1)[1])
+    second, base = _start(db, home, port)  # start-up recovery resumes the turn
+    try:
+        done = subprocess.run(
+            [NODE, str(CLIENTS / "restart.mjs")],
+            cwd=CLIENTS, env={**os.environ, "THINK_URL": base, "THINK_SESSION": "crash"},
+            capture_output=True, text=True, timeout=SCRIPT_TIMEOUT,
+        )
+        assert done.returncode == 0 and done.stdout.startswith("ok "), done.stdout + done.stderr
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+        assert second.stdout is not None
+        second.stdout.close()

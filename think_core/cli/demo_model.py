@@ -10,6 +10,7 @@ half-way.
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from typing import Any
@@ -18,8 +19,9 @@ from ..models.base import ModelRequest, ToolMessage
 from ..models.scripted import ScriptedModel, Step, call
 from ..tools import Tool, tool
 
-#: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop.
-STREAM_DELAY = 0.05
+#: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop
+#: (``$THINK_DEMO_DELAY`` sets another pace, e.g. for a test that needs a longer answer).
+STREAM_DELAY = float(os.environ.get("THINK_DEMO_DELAY") or 0.05)
 
 CITIES = {"lisbon": ("Lisbon", 21, "sunny"), "oslo": ("Oslo", -3, "snowing"), "tokyo": ("Tokyo", 12, "clear")}
 _SKIES = ("sunny", "cloudy", "raining", "windy", "foggy", "clear")
