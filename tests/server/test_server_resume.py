@@ -77,6 +77,7 @@ async def test_a_connection_opened_mid_turn_replays_it_from_the_first_chunk_then
             live = await until(first, lambda f: f["type"] == "cf_agent_use_chat_response" and f["body"].count("delta") and f["seq"] >= 8)
             async with connect(url) as late:
                 await until(late, lambda f: f["type"] == "cf_agent_chat_messages")
+                await asyncio.sleep(0.5)  # live chunks go on meanwhile: none may reach this connection
                 await late.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p1"}))
                 assert await recv(late) == {"type": "cf_agent_stream_resuming", "id": "req1", "probeId": "p1"}
                 await late.send(json.dumps({"type": "cf_agent_stream_resume_ack", "id": "req1"}))

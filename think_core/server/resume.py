@@ -39,7 +39,7 @@ class StreamResume:
         (its chunks so far, then the live ones), never as a tail without a beginning."""
         live = self.session.streams.current
         if live is not None and live.streaming:
-            self.connection.following.add(live.stream_id)
+            self.connection.following.add(self._client_id(live))
 
     async def on_request(self, frame: dict[str, Any]) -> None:
         self.speaks_resume = True
