@@ -104,11 +104,14 @@ def before_turn(ctx: TurnContext) -> TurnConfig | None:
     :returns: a :class:`~think_core.types.TurnConfig` (or a dict of its fields) to change the
         model, system prompt, messages, tools (additive), ``active_tools``, ``tool_choice``,
         ``max_steps``, ``send_reasoning``, structured ``output`` or call settings; ``None``
-        keeps the defaults.
+        keeps the defaults. A dict may use Think's camelCase keys (``activeTools``,
+        ``toolChoice``, ``maxSteps``, ``sendReasoning``, ``providerOptions``,
+        ``maxOutputTokens``, ``stopSequences``, ``instructions`` for ``system`` …).
 
     firstresult. If an implementation raises, or returns something that is not a
-    ``TurnConfig``, the turn fails at stage ``"turn"`` (fail closed) with a
-    :class:`~think_core.errors.PluginError` naming the plugin.
+    ``TurnConfig`` — including a dict with a key that names no field, which Think would ignore
+    — the turn fails at stage ``"turn"`` (fail closed) with a
+    :class:`~think_core.errors.PluginError` naming the plugin and the key.
     """
 
 
@@ -122,12 +125,12 @@ def before_step(ctx: StepContext) -> StepConfig | None:
         (the :class:`~think_core.types.StepResult` of earlier steps of this turn), ``model``,
         ``messages`` (what will be sent).
     :returns: a :class:`~think_core.types.StepConfig` (``model``, ``active_tools``,
-        ``tool_choice``, ``system``, ``messages``; or a dict of them) or ``None`` to keep the
-        turn's values.
+        ``tool_choice``, ``system``, ``messages``; or a dict of them, camelCase keys as in
+        Think accepted) or ``None`` to keep the turn's values.
 
     firstresult. If an implementation raises, or returns something that is not a
-    ``StepConfig``, the turn fails at stage ``"turn"`` with a
-    :class:`~think_core.errors.PluginError` naming the plugin.
+    ``StepConfig`` (a dict with a key that names no field included), the turn fails at stage
+    ``"turn"`` with a :class:`~think_core.errors.PluginError` naming the plugin (and the key).
     """
 
 
@@ -166,7 +169,7 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
         ``None``, which allows the call.
 
     firstresult. If an implementation raises, or returns something that is not a
-    ``ToolCallDecision`` (or a dict of its fields), this call fails with a
+    ``ToolCallDecision`` (or a dict of its fields and no other key), this call fails with a
     :class:`~think_core.errors.PluginError` naming the plugin: the model receives an error
     result, ``after_tool_call`` sees ``success=False``, and the turn continues.
     """

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Protocol, get_args, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, field_validator
+from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, SkipValidation, field_validator
+from pydantic.alias_generators import to_camel
 
 from .events import Chunk, Usage
 from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
@@ -120,6 +121,18 @@ class TurnContext(_Context):
     continuation: bool = False
 
 
+#: A hook's answer (``TurnConfig``, ``StepConfig``, ``ToolCallDecision``) takes Think's camelCase
+#: spellings too (``activeTools``, ``maxSteps`` …), so a ported ``beforeTurn`` works unchanged;
+#: a key that names nothing fails closed (the turn fails with a ``PluginResultError`` naming the
+#: plugin and the key) instead of being dropped, which would silently widen what a turn may do.
+_HOOK_ANSWER = ConfigDict(
+    arbitrary_types_allowed=True,
+    extra="forbid",
+    alias_generator=AliasGenerator(validation_alias=to_camel),
+    populate_by_name=True,
+)
+
+
 class TurnConfig(BaseModel):
     """Return value of ``before_turn``. Every field is optional; ``None`` keeps the default.
 
@@ -127,10 +140,10 @@ class TurnConfig(BaseModel):
     tools the model may call; ``output`` is a pydantic model class or a JSON schema dict.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = _HOOK_ANSWER
 
     model: Any = None
-    system: str | None = None
+    system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
     tools: list[Any] | None = None
     active_tools: list[str] | None = None
@@ -141,7 +154,7 @@ class TurnConfig(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
-    stop: list[str] | None = None
+    stop: list[str] | None = Field(None, validation_alias=AliasChoices("stop", "stopSequences"))
     seed: int | None = None
     timeout: float | None = None
     headers: dict[str, str] | None = None
@@ -202,12 +215,12 @@ class StepContext(_Context):
 class StepConfig(BaseModel):
     """Return value of ``before_step``; ``None`` fields keep the turn's values."""
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = _HOOK_ANSWER
 
     model: Any = None
     active_tools: list[str] | None = None
     tool_choice: ToolChoice | None = None
-    system: str | None = None
+    system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
 
 
@@ -256,6 +269,8 @@ ToolDecisionAction = Literal["allow", "block", "substitute"]
 class ToolCallDecision(BaseModel):
     """Return value of ``before_tool_call``. Build one with :func:`allow`, :func:`block` or
     :func:`substitute`."""
+
+    model_config = _HOOK_ANSWER
 
     action: ToolDecisionAction
     input: dict[str, Any] | None = None
