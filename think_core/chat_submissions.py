@@ -11,6 +11,7 @@ history as before (see :mod:`think_core.transcript`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -100,7 +101,9 @@ class ChatSubmissions:
             self._queue.unlisten(sid, queue)
             if row is not None and row.status in ("pending", "running"):
                 # Closed before its end (a client stopped the stream): stop the turn, as for every stream.
-                await self._queue.cancel(row.submission_id)
+                # Shielded: the server closes a stream its client left from a cancelled scope, where
+                # every await is cancelled at once; the cancel must still happen.
+                await asyncio.shield(self._queue.cancel(row.submission_id))
 
     async def _submission(
         self, chat: DurableChat, sid: str, trigger: Trigger, body: dict[str, Any] | None

@@ -123,3 +123,14 @@ def _assistant_step(parts: list[dict[str, Any]]) -> list[ModelMessage]:
         messages.append(AssistantMessage(text="".join(text), reasoning="".join(reasoning), tool_calls=calls))
     messages.extend(results)
     return messages
+
+
+def origin_message_ids(messages: Sequence[UIMessage]) -> list[str] | None:
+    """The ids of the trailing run of user messages: what a chat request asks to be answered
+    (one for a send or a regeneration, several for sends queued together)."""
+    ids: list[str] = []
+    for message in reversed(messages):
+        if message.role != "user":
+            break
+        ids.insert(0, message.id)
+    return ids or None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionResult, TokenCounter, estimate_tokens
 from .events import Usage
-from .messages import to_model_messages
+from .messages import new_id, to_model_messages
 from .turn import Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatErrorContext, ErrorStage, UIMessage
@@ -83,6 +83,8 @@ class TurnRecovery:
                     compaction = await self.compact_quietly("reactive")
                     if compaction is not None and compaction.shortened:
                         builder.reset()  # the partial of the failed attempt is discarded, never persisted
+                        if continuation:  # re-run as a turn of its own: the message it continued stays
+                            builder.message_id = new_id()
                         if request.journal is not None:
                             await request.journal.reset()
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
@@ -101,6 +103,8 @@ class TurnRecovery:
             updated = await turn.run_approved_calls(last) if last is not None else None
             if updated is not None:
                 await db.upsert_message(session_id, updated)
+            if last is not None and last.id == turn.builder.message_id and not turn.builder.parts:
+                turn.builder.restore(last.id, (updated or last).parts)  # the answer goes on in it
         turn.history = to_model_messages(_up_to(await db.history(session_id), answers))
         try:
             return await turn.run()

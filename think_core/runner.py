@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import NestedTurnError
-from .messages import coerce_messages, new_id
+from .messages import coerce_messages, new_id, origin_message_ids
 from .recovery import TurnRecovery
+from .stream_log import LiveStream
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatResponseResult, TurnResult, UIMessage
-from .ui_stream import AssistantMessageBuilder
+from .ui_stream import AssistantMessageBuilder, replay_chunks
 
 logger = logging.getLogger("think.runner")
 
@@ -98,7 +99,8 @@ class TurnRunner:
         request_id = request.request_id or new_id("req")
         handle = ActiveTurn(request_id, asyncio.current_task())
         self.active[request_id] = handle
-        builder = AssistantMessageBuilder(new_id(), request.emit, send_reasoning=self._send_reasoning)
+        sink = _StreamSink(request.emit) if request.resumable else None
+        builder = AssistantMessageBuilder(new_id(), sink or request.emit, send_reasoning=self._send_reasoning)
         outcome: TurnOutcome | None = None
         persisted: UIMessage | None = None
         # The turn stays active (cancellable) until on_chat_response has returned.
@@ -111,7 +113,7 @@ class TurnRunner:
                 raise
             token = _TURN_OWNER.set(self)
             try:
-                outcome, persisted = await self._locked_turn(request, request_id, handle, builder)
+                outcome, persisted = await self._locked_turn(request, request_id, handle, builder, sink)
             finally:
                 _TURN_OWNER.reset(token)
                 self.lock.release()
@@ -120,6 +122,9 @@ class TurnRunner:
             return await self._respond(request, request_id, handle, outcome, persisted or builder.message())
         finally:
             self.active.pop(request_id, None)
+            if sink is not None and sink.live is not None:
+                # After the answer is stored: a late joiner finds the turn streaming or stored.
+                await asyncio.shield(self.session.streams.end(sink.live, outcome.status if outcome else "aborted"))
 
     async def _respond(
         self, request: TurnRequest, request_id: str, handle: ActiveTurn, outcome: TurnOutcome, message: UIMessage
@@ -147,7 +152,8 @@ class TurnRunner:
         return TurnResult(**fields)
 
     async def _locked_turn(
-        self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder
+        self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder,
+        sink: _StreamSink | None,
     ) -> tuple[TurnOutcome | None, UIMessage | None]:
         if request.should_apply is not None:
             try:
@@ -162,6 +168,14 @@ class TurnRunner:
             replay = await request.journal.load()
             if replay.message_id is not None:  # resumed after a crash: the same answer, so far
                 builder.restore(replay.message_id, replay.parts)
+        elif request.continuation:
+            await self._continue_message(builder)
+        if sink is not None:
+            # A durable turn's stream starts with what its journal restored (after a crash), not its `finish`.
+            replayed = replay_chunks(builder.message())[:-1] if request.journal is not None else None
+            sink.live = await self.session.streams.begin(
+                request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
+            )
         builder.start()
         try:
             try:
@@ -185,6 +199,14 @@ class TurnRunner:
                 return aborted, builder.persisted
             raise
         return outcome, message
+
+    async def _continue_message(self, builder: AssistantMessageBuilder) -> None:
+        """A continuation extends the last assistant message, the way chat clients show it: one
+        answer, not two. Its ``start`` names that message; the turn takes up its parts (after
+        running its approved calls, see ``TurnRecovery``) and stores the whole of it."""
+        history = await self.db.list_messages(self.session.id)
+        if history and history[-1].role == "assistant":
+            builder.message_id = history[-1].id
 
     async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
         """A continuation without a body of its own reuses the last turn's body."""
@@ -234,6 +256,34 @@ class TurnRunner:
         if answered:
             last = answered[-1]
             await self.db.upsert_message(self.session.id, last.model_copy(update={"metadata": {**(last.metadata or {}), "error": error_text}}))
+
+
+class _StreamSink:
+    """The chunk callback of a resumable turn: each chunk goes to the turn's stream log (once it
+    has begun) and to the entry path's own ``emit``."""
+
+    __slots__ = ("forward", "live")
+
+    def __init__(self, forward: Any) -> None:
+        self.forward = forward
+        self.live: LiveStream | None = None
+
+    def __call__(self, chunk: dict[str, Any]) -> None:
+        if self.live is not None:
+            self.live.append(chunk)
+        if self.forward is not None:
+            self.forward(chunk)
+
+
+def _message_ids(request: TurnRequest) -> list[str] | None:
+    """The user messages the turn answers (see ``TurnRequest.message_ids``)."""
+    if request.message_ids is not None:
+        return request.message_ids
+    if isinstance(request.incoming, list):
+        ids = origin_message_ids(request.incoming)
+        if ids:
+            return ids
+    return [request.answers] if request.answers is not None else None
 
 
 def _absorb_cancel(handle: ActiveTurn) -> bool:

@@ -24,8 +24,10 @@ from .messages import MessageInput, coerce_messages, new_id
 from .recovery import TurnMemory, TurnRecovery
 from .runner import TurnRunner
 from .store import Submission
+from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
+from .transcript import replace_history
 from .turn import TurnDeps
 from .turn_request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
@@ -66,6 +68,8 @@ class Session:
         self._opened: asyncio.Future[None] | None = None
         self._memory = TurnMemory()
         self._recovery = TurnRecovery(self, deps, self._memory)
+        #: The session's resumable streams: what a client joining late replays and follows.
+        self.streams = SessionStreams(session_id, self._db)
         self._runner = TurnRunner(self, self._recovery, open=self.open, send_reasoning=send_reasoning)
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
@@ -147,6 +151,14 @@ class Session:
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
         return await self._db.history(self.id)
+
+    async def replace_messages(self, messages: MessageInput) -> list[UIMessage]:
+        """Make the history equal ``messages`` (a chat client's ``setMessages``), after the turns
+        queued before; returns the stored history."""
+        self._assert_not_nested("replace_messages")
+        async with self._runner.lock:
+            await replace_history(self._db, self.id, coerce_messages(messages))
+            return await self._db.list_messages(self.id)
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""
@@ -411,7 +423,7 @@ class Session:
         if chat is not None:
             source = self._chats.stream(chat, transcript, body, trigger, request_id or new_id("req"))
         else:
-            request = TurnRequest(trigger, None, body=body, request_id=request_id)
+            request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
             request.should_apply = lambda: transcript.apply(self._db, self.id, request)
             source = self.stream_request(request)
         async with aclosing(source) as chunks:

@@ -204,6 +204,7 @@ class SubmissionQueue:
             answers=_answered_message_id(row),
             journal=TurnJournal(db, session_id, sid),
             store_answer=store_answer,
+            resumable=True,  # a page can follow it, after a restart too
         )
         await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
         lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))

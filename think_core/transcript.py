@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .messages import PENDING_TOOL_STATES, is_tool_part
+from .messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
 from .tool_results import Settle, apply_answer, approval_update, result_update
 from .types import Trigger, UIMessage
 
@@ -165,7 +165,14 @@ def reconcile(
     cut = superseded(stored, incoming, trigger, message_id)
     gone = set(cut)
     kept = [m for m in stored if m.id not in gone]
-    return Reconciliation(cut, new_messages(kept, incoming), list(answers))
+    # An assistant message with nothing in it (the AI SDK keeps one for a turn that failed
+    # before any output) is the client's placeholder, not an answer: it is not stored.
+    append = [m for m in new_messages(kept, incoming) if m.role != "assistant" or _has_content(m)]
+    return Reconciliation(cut, append, list(answers))
+
+
+def _has_content(message: UIMessage) -> bool:
+    return any(p.get("type") != "step-start" for p in message.parts)
 
 
 def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> UIMessage | None:
@@ -173,6 +180,30 @@ def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> 
         if any(is_tool_part(p) and p.get("toolCallId") == tool_call_id for p in message.parts):
             return message
     return None
+
+
+def replacement(stored: Sequence[UIMessage], incoming: Sequence[UIMessage]) -> tuple[list[str], list[UIMessage]]:
+    """``(ids to delete, messages to append)`` that turn ``stored`` into ``incoming``: what the
+    two share from the start stays (with its compactions), the rest is replaced."""
+    same = 0
+    for old, new in zip(stored, incoming, strict=False):
+        if old.id != new.id or old.role != new.role or old.parts != new.parts or old.metadata != new.metadata:
+            break
+        same += 1
+    return [m.id for m in stored[same:]], list(incoming[same:])
+
+
+async def replace_history(db: HistoryStore, session_id: str, messages: Sequence[UIMessage]) -> None:
+    """Make the stored history equal a client's whole transcript (its ``setMessages``). The
+    caller holds the session's turn lock."""
+    ids = [m.id for m in messages]
+    if len(set(ids)) != len(ids):
+        raise ValueError("the transcript holds the same message id twice")
+    cut, append = replacement(await db.list_messages(session_id), messages)
+    if cut:
+        await db.delete_messages(session_id, cut)
+    if append:
+        await db.append_messages(session_id, append)
 
 
 class HistoryStore(Protocol):
@@ -184,6 +215,8 @@ class HistoryStore(Protocol):
 
     async def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
 
+    async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
+
 
 class TurnRequestFields(Protocol):
     """The fields of the session's turn request that applying a transcript decides."""
@@ -192,6 +225,7 @@ class TurnRequestFields(Protocol):
     incoming: Any
     continuation: bool
     body: dict[str, Any] | None
+    message_ids: list[str] | None
 
 
 @dataclass
@@ -235,4 +269,5 @@ class ClientTranscript:
         if plan.cut:
             await db.delete_messages(session_id, plan.cut)
         self.appended = request.incoming = plan.append
+        request.message_ids = origin_message_ids(self.messages)
         return True

@@ -36,6 +36,10 @@ class TurnRequest:
     :param store_answer: stores the turn's answer (``None`` when it has no parts) with its
         outcome, in place of a plain upsert (a durable submission: answer and completion in one
         transaction); ``False`` when the store refused it (the submission is not ours any more).
+    :param resumable: record the turn's chunks (see :mod:`think_core.stream_log`), so that a
+        client joining late replays and follows them.
+    :param message_ids: the ids of the user messages the turn answers (told to clients when it
+        ends); by default the trailing user messages of ``incoming``.
     """
 
     trigger: Trigger
@@ -49,6 +53,8 @@ class TurnRequest:
     answers: str | None = None
     journal: TurnJournal | None = None
     store_answer: Callable[[UIMessage | None, TurnOutcome], Awaitable[bool]] | None = None
+    resumable: bool = False
+    message_ids: list[str] | None = None
 
 
 class TurnFailed(Exception):

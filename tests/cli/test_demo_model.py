@@ -7,8 +7,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from think_core.cli.common import add_agent_arguments, build_agent
+import pytest
+
+from think_core.cli.common import add_agent_arguments, build_agent, import_tools
 from think_core.cli.demo_model import STREAM_DELAY, cities_in
+from think_core.errors import ConfigurationError
 
 
 def demo_agent(tmp_path):
@@ -86,3 +89,50 @@ async def test_replies_stream_word_by_word_at_a_visible_pace(tmp_path):
         assert STREAM_DELAY >= 0.03
     finally:
         await agent.aclose()
+
+
+def tools_agent(tmp_path, *specs):
+    parser = argparse.ArgumentParser()
+    add_agent_arguments(parser)
+    args = ["--model", "demo", "--db", str(tmp_path / "demo.db"), "--no-plugins"]
+    for spec in specs:
+        args += ["--tools", spec]
+    return build_agent(parser.parse_args(args))
+
+
+async def test_where_am_i_calls_the_client_tool_the_front_end_offers(tmp_path):
+    agent = demo_agent(tmp_path)
+    try:
+        session = agent.session("s")
+        get_location = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}
+        asked = await session.chat("where am I?", body={"clientTools": [get_location]})
+        [part] = tool_parts(asked.message)
+        assert (part["type"], part["state"]) == ("tool-get_location", "input-available")  # waits for the page
+        await session.add_tool_result(part["toolCallId"], output={"city": "Porto"})
+        history = await session.messages()
+        assert "city: Porto" in history[-1].parts[-1]["text"]
+        without = await agent.session("t").chat("where am I?")
+        assert tool_parts(without.message) == [] and "offers no get_location tool" in without.text
+    finally:
+        await agent.aclose()
+
+
+async def test_tools_adds_tools_from_modules_and_says_what_is_wrong(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_agent_arguments(parser)
+    args = parser.parse_args(["--model", "echo-less", "--tools", "think_core.cli.demo_model:get_weather",
+                              "--tools", "think_core.cli.demo_model:TOOLS"])
+    assert [t.name for t in import_tools(args.tools)] == ["get_weather", "get_weather", "save_note", "send_email"]
+    agent = tools_agent(tmp_path, "think_core.cli.demo_model:save_note")
+    try:
+        assert "save_note" in agent.tools
+    finally:
+        await agent.aclose()
+    for spec, said in [
+        ("no_colon", "expected MODULE:ATTR"),
+        ("no_such_module_xyz:tool", "No module named"),
+        ("think_core.cli.demo_model:nothing", "has no attribute"),
+        ("think_core.cli.demo_model:STREAM_DELAY", "is not a tool"),
+    ]:
+        with pytest.raises(ConfigurationError, match=said):
+            import_tools([spec])

@@ -44,10 +44,10 @@ async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[str, Any
 
 
 async def recv(ws: ClientConnection) -> dict[str, Any]:
-    """The next frame that is not a hook-timeline frame."""
+    """The next frame that is not a hook-timeline frame nor the identity frame."""
     while True:
         frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
-        if frame.get("type") != "think_timeline":
+        if frame.get("type") not in ("think_timeline", "cf_agent_identity"):
             return frame
 
 

@@ -70,17 +70,24 @@ make_agent = agents.make_agent.using(tools=[get_weather, delete_file, send_email
 class Client:
     """A cf_agent_* client: sends frames, receives them with a timeout."""
 
-    def __init__(self, ws: ClientConnection) -> None:
+    def __init__(self, ws: ClientConnection, session_id: str) -> None:
         self.ws = ws
+        self.session_id = session_id
+        self.identified = False
         self.timeline: list[dict[str, Any]] = []
 
     async def send(self, frame: Any) -> None:
         await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
 
     async def recv(self, *, keep_timeline: bool = False) -> dict[str, Any]:
-        """The next frame; hook timeline frames are collected aside unless asked for."""
+        """The next frame; hook timeline frames are collected aside unless asked for, and the
+        identity frame that opens the connection is checked and skipped."""
         while True:
             frame = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
+            if not self.identified:
+                assert frame == {"type": "cf_agent_identity", "name": self.session_id, "agent": "think"}, frame
+                self.identified = True
+                continue
             if frame.get("type") == "think_timeline" and not keep_timeline:
                 self.timeline.append(frame)
                 continue
@@ -126,7 +133,7 @@ async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[str]:
 @asynccontextmanager
 async def client(base: str, session_id: str = "s1", query: str = "", **kwargs: Any) -> AsyncIterator[Client]:
     async with connect(f"{base}/agents/think/{session_id}{query}", **kwargs) as ws:
-        yield Client(ws)
+        yield Client(ws, session_id)
 
 
 def types(chunks: list[dict[str, Any]]) -> list[str]:
@@ -276,8 +283,13 @@ async def test_client_tool_round_trip_with_auto_continuation() -> None:
     assert [(m.tool_call_id, m.output) for m in tool_messages] == [("call_loc", {"city": "Berlin"})]
     assert [t["trigger"] for t in recorder.turns] == ["websocket", "auto_continue"]
     assert recorder.turns[1]["continuation"] is True and "get_location" in recorder.turns[1]["tools"]
-    assert [m["role"] for m in final] == ["user", "assistant", "assistant"]
-    assert final[2]["parts"][-1] == {"type": "text", "text": "You are in Berlin."}
+    # The continuation extends the answer it continues (one message, as chat clients show it):
+    # its start names that message, and the stored message holds the call and the new text.
+    assert [m["role"] for m in final] == ["user", "assistant"]
+    assert json.loads(start["body"]) == {"type": "start", "messageId": first[1]["id"]}
+    assert final[1]["id"] == first[1]["id"]
+    assert [p["type"] for p in final[1]["parts"] if p["type"] != "text"] == ["step-start", "tool-get_location", "step-start"]
+    assert final[1]["parts"][-1] == {"type": "text", "text": "You are in Berlin."}
 
 
 async def test_client_tool_error_result_without_auto_continue_runs_no_turn() -> None:

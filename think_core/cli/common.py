@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 from typing import Any
 
@@ -10,6 +11,7 @@ from ..agent import Think
 from ..errors import ConfigurationError
 from ..paths import data_dir
 from ..plugin_names import check_plugin_names, installed_plugin_names
+from ..tools import Tool
 from .config import load_config
 from .stored import DEFAULT_DB
 
@@ -33,6 +35,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")
     parser.add_argument("--max-steps", type=int, default=None, help=f"model steps per turn at most (default: {DEFAULT_MAX_STEPS})")
     parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
+    parser.add_argument(
+        "--tools",
+        action="append",
+        default=[],
+        metavar="MODULE:ATTR",
+        help="add the tool (or list of tools) ATTR of MODULE, e.g. myapp.tools:send_invoice (repeatable)",
+    )
 
 
 def default_db() -> str:
@@ -76,9 +85,9 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
         "disable": section.disable,
         "broken_plugins": section.broken_plugins,
     }
-    mcp_servers = config.mcp.build()
-    if mcp_servers:
-        kwargs["tools"] = mcp_servers
+    tools = [*config.mcp.build(), *import_tools(getattr(args, "tools", None) or [])]
+    if tools:
+        kwargs["tools"] = tools
     system = args.system or section.system
     if system:
         kwargs["system"] = system
@@ -87,6 +96,25 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
         if value is not None:
             kwargs[name] = value
     return args.model, kwargs
+
+
+def import_tools(specs: list[str]) -> list[Any]:
+    """The tools ``--tools MODULE:ATTR`` names: each attribute is a tool or a list of tools."""
+    tools: list[Any] = []
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            raise ConfigurationError(f"--tools {spec!r}: expected MODULE:ATTR, e.g. myapp.tools:send_invoice")
+        try:
+            value = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigurationError(f"--tools {spec!r}: {exc}") from None
+        found = list(value) if isinstance(value, (list, tuple)) else [value]
+        bad = [t for t in found if not isinstance(t, Tool)]
+        if bad:
+            raise ConfigurationError(f"--tools {spec!r}: {bad[0]!r} is not a tool (decorate it with @think_core.tool)")
+        tools.extend(found)
+    return tools
 
 
 def build_agent(args: argparse.Namespace, **extra: Any) -> Think:

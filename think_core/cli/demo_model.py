@@ -3,11 +3,14 @@
 It is no language model, but it reads the last user message closely enough to be tried by
 hand (``think chat --model demo``, ``think serve --model demo``): it asks for the weather of
 the city named, saves the note dictated, emails (after a human approves) whom it was asked
-to, and otherwise explains itself at length, so that a reply can be stopped half-way.
+to, asks the page where the user is (``get_location``, a client tool: offered by the front end,
+run in the browser), and otherwise explains itself at length, so that a reply can be stopped
+half-way.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from typing import Any
@@ -16,8 +19,9 @@ from ..models.base import ModelRequest, ToolMessage
 from ..models.scripted import ScriptedModel, Step, call
 from ..tools import Tool, tool
 
-#: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop.
-STREAM_DELAY = 0.05
+#: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop
+#: (``$THINK_DEMO_DELAY`` sets another pace, e.g. for a test that needs a longer answer).
+STREAM_DELAY = float(os.environ.get("THINK_DEMO_DELAY") or 0.05)
 
 CITIES = {"lisbon": ("Lisbon", 21, "sunny"), "oslo": ("Oslo", -3, "snowing"), "tokyo": ("Tokyo", 12, "clear")}
 _SKIES = ("sunny", "cloudy", "raining", "windy", "foggy", "clear")
@@ -29,12 +33,16 @@ _NOTE = re.compile(r"\b(?:note(?:\s+that)?\s*[:\-]|note\s+that|remember(?:\s+tha
 _EMAIL_INTENT = re.compile(r"\b(e-?mail|send)\b", re.I)
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RECIPIENT = re.compile(r"\b(?:to|e-?mail)\s+([A-Z][\w-]*)")
+_WHERE = re.compile(r"\bwhere\s+am\s+i\b", re.I)
+#: The client tool the demo calls when the front end offers it (``clientTools`` of a request).
+CLIENT_TOOL = "get_location"
 
 INTRODUCTION = (
     "I am the offline demo model of think: no network, no API key, and I only pretend to "
     "understand. Ask me for the weather in a city (\"weather in Porto?\"), to save a note "
-    "(\"note: buy oranges\"), or to email someone (\"email ada@example.com: lunch at one?\") — "
-    "that tool waits for your approval before it runs. I stream this answer word by word, so "
+    "(\"note: buy oranges\"), to email someone (\"email ada@example.com: lunch at one?\") — "
+    "that tool waits for your approval before it runs — or where you are (your page answers, when "
+    "it offers a get_location tool). I stream this answer word by word, so "
     "you can press Stop (or Ctrl-C in the terminal) half-way through and keep what was said."
 )
 
@@ -77,6 +85,10 @@ def demo_step(request: ModelRequest) -> Step:
     text = last.content if last.role == "user" else ""
     if "everything" in text.lower():
         return Step(text=f"With our earlier talk summarised, here is everything: {len(request.messages)} messages fit now.")
+    if _WHERE.search(text):
+        if any(spec.name == CLIENT_TOOL for spec in request.tools):
+            return Step(text="Let me ask your browser.", tool_calls=[call(CLIENT_TOOL, {})])
+        return Step(text=f"I can't tell: this front end offers no {CLIENT_TOOL} tool.")
     if _EMAIL_INTENT.search(text) and (_ADDRESS.search(text) or _RECIPIENT.search(text)):
         to = _ADDRESS.search(text) or _RECIPIENT.search(text)
         assert to is not None
@@ -113,12 +125,16 @@ def _answer(results: list[Any]) -> Step:
         if isinstance(result, ToolMessage) and result.is_error and result.tool_name == "send_email":
             return Step(text="You did not approve that email, so I did not send it.")
         if isinstance(out, dict):
-            lines.append(f"{out['city']}: {out['temperature_c']}°C and {out['sky']}")
+            lines.append(f"{out['city']}: {out['temperature_c']}°C and {out['sky']}" if "temperature_c" in out else _describe(out))
         elif "blocked" in str(out):
             return Step(text=" I can't save notes right now: this session is read-only.")
         else:
             lines.append(str(out))
     return Step(text="Here is what I found. " + "; ".join(lines) + ".")
+
+
+def _describe(out: dict[str, Any]) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in out.items())
 
 
 def _trailing_tool_count(request: ModelRequest) -> int:

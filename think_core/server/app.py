@@ -7,6 +7,8 @@ Routes::
     GET  /healthz                            {"status": "ok"} (never needs the token)
     WS   /agents/think/{session_id}          cf_agent_* chat protocol (see ``ws`` / ``frames``)
     POST /api/chat                           AI SDK UI message stream (see ``http``)
+    GET  /api/chat/{session_id}/stream       the running turn's stream from its start, or 204 (resume)
+    GET  /agents/think/{session_id}/get-messages  [UIMessage...] (Cloudflare's useAgentChat)
     GET  /api/sessions/{session_id}/messages     {"id", "messages": [UIMessage...]}
     GET  /api/sessions/{session_id}/submissions  {"id", "submissions": [...]} (?status=&limit=)
 
@@ -102,11 +104,11 @@ async def server_error(request: Request, exc: Exception) -> Response:
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 
-def guarded(handler: Endpoint, token: str | None) -> Endpoint:
+def guarded(handler: Endpoint, token: str | None, *, allow_query: bool = False) -> Endpoint:
     """``handler`` behind the bearer token, with :class:`http.HTTPError` as a JSON error."""
 
     async def endpoint(request: Request) -> Response:
-        if not is_authorized(request, token):
+        if not is_authorized(request, token, allow_query=allow_query):
             return http.error_response(401, "missing or invalid bearer token", "unauthorized")
         try:
             return await handler(request)
@@ -217,6 +219,12 @@ def create_app(
     async def messages(request: Request) -> Response:
         return await http.session_messages(agent, request.path_params["session_id"])
 
+    async def resume(request: Request) -> Response:
+        return await http.resume_stream(agent, request.path_params["session_id"])
+
+    async def agent_messages(request: Request) -> Response:
+        return await http.agent_messages(agent, request.path_params["session_id"])
+
     async def submissions(request: Request) -> Response:
         q = request.query_params
         return await http.session_submissions(agent, request.path_params["session_id"], q.get("status"), q.get("limit"))
@@ -227,6 +235,9 @@ def create_app(
             Route("/static/{name}", asset, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/api/chat", guarded(chat, token), methods=["POST"]),
+            Route("/api/chat/{session_id}/stream", guarded(resume, token), methods=["GET"]),
+            # The socket's own auth: agents clients put the token in the URL they derive this from.
+            Route("/agents/think/{session_id}/get-messages", guarded(agent_messages, token, allow_query=True), methods=["GET"]),
             Route("/api/sessions/{session_id}/messages", guarded(messages, token), methods=["GET"]),
             Route("/api/sessions/{session_id}/submissions", guarded(submissions, token), methods=["GET"]),
             WebSocketRoute("/agents/think/{session_id}", socket_endpoint(agent, hub, token, max_body_bytes)),

@@ -7,13 +7,22 @@ the wire shapes stay easy to audit against the clients.
 
 Server → client frames built here:
 
-* ``cf_agent_use_chat_response`` ``{type, id, body, done, error?, continuation?}`` — ``body`` is
-  one UI message chunk as a JSON string; the closing frame has ``body: ""`` and ``done: true``;
-  a request that fails before it streams gets ``{body: <message>, done: true, error: true}``.
+* ``cf_agent_identity`` ``{type, name, agent}`` — first on every connection (``name`` is the
+  session id, ``agent`` is ``"think"``); the agents client's ``ready`` waits for it.
+* ``cf_agent_use_chat_response`` ``{type, id, body, done, error?, continuation?, replay?, seq?,
+  replayComplete?, outcome?, messageIds?}`` — ``body`` is one UI message chunk as a JSON string;
+  the closing frame has ``body: ""``, ``done: true``, the turn's ``outcome`` (``completed``,
+  ``error``, ``aborted``, ``skipped``) and ``messageIds`` (the user messages it answered); a
+  request that fails before it streams gets ``{body: <message>, done: true, error: true}``.
+  Chunks replayed to a resuming client carry ``replay: true`` and their ``seq``.
 * ``cf_agent_chat_messages`` ``{type, messages}`` — the full transcript.
 * ``cf_agent_message_updated`` ``{type, message}``.
 * ``cf_agent_chat_clear`` ``{type}``.
-* ``cf_agent_stream_resume_none`` ``{type, reason}`` — this server does not replay streams.
+* ``cf_agent_stream_resuming`` ``{type, id, probeId?}`` — a turn is streaming: acknowledge it
+  (``cf_agent_stream_resume_ack {id}``) to get its chunks so far, then the live ones.
+* ``cf_agent_stream_pending`` ``{type, probeId?}`` — a continuation is about to stream;
+  ``resuming`` follows when it starts (or ``resume_none`` when no turn runs after all).
+* ``cf_agent_stream_resume_none`` ``{type, reason: "idle", probeId?}`` — nothing is streaming.
 * ``cf_agent_error`` ``{type, error: {message, type}, id?, frameType?}`` — this server's answer to
   a frame it cannot handle (not JSON, unknown ``type``, missing or invalid fields). Not part of
   the Cloudflare protocol; its clients ignore unknown frame types. The connection stays open.
@@ -23,9 +32,11 @@ Server → client frames built here:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..messages import coerce_messages
+from ..stream_log import dumps_chunk
 from ..transcript import ClientTranscript
 from ..types import UIMessage
 
@@ -40,6 +51,9 @@ TOOL_APPROVAL = "cf_agent_tool_approval"
 STREAM_RESUME_REQUEST = "cf_agent_stream_resume_request"
 STREAM_RESUME_ACK = "cf_agent_stream_resume_ack"
 STREAM_RESUME_NONE = "cf_agent_stream_resume_none"
+STREAM_RESUMING = "cf_agent_stream_resuming"
+STREAM_PENDING = "cf_agent_stream_pending"
+IDENTITY = "cf_agent_identity"
 ERROR = "cf_agent_error"
 TIMELINE = "think_timeline"
 
@@ -58,19 +72,12 @@ class ProtocolError(Exception):
 
 def _default(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
+    return dump(mode="json") if callable(dump) else value
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON, as browsers' ``JSON.stringify`` writes it. Tool outputs may hold values
-    JSON cannot represent; they are converted rather than breaking the stream."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+    """Compact JSON, as browsers' ``JSON.stringify`` writes it (see ``dumps_chunk``)."""
+    return dumps_chunk(value)
 
 
 def error_body(message: str, kind: str) -> dict[str, Any]:
@@ -87,33 +94,77 @@ def error_frame(message: str, kind: str, *, request_id: str | None = None, frame
     return frame
 
 
-def chunk_frame(stream_id: str, chunk: dict[str, Any], *, continuation: bool = False) -> dict[str, Any]:
-    frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": dumps(chunk), "done": False}
+def _flags(frame: dict[str, Any], *, continuation: bool, replay: bool = False, seq: int | None = None) -> dict[str, Any]:
     if continuation:
         frame["continuation"] = True
+    if replay:
+        frame["replay"] = True
+    if seq is not None:
+        frame["seq"] = seq
     return frame
 
 
-def done_frame(stream_id: str, *, continuation: bool = False) -> dict[str, Any]:
+def chunk_frame(
+    stream_id: str, chunk: dict[str, Any], *, continuation: bool = False, replay: bool = False, seq: int | None = None
+) -> dict[str, Any]:
+    frame = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": dumps(chunk), "done": False}
+    return _flags(frame, continuation=continuation, replay=replay, seq=seq)
+
+
+def done_frame(
+    stream_id: str,
+    *,
+    continuation: bool = False,
+    outcome: str | None = None,
+    message_ids: Sequence[str] | None = None,
+    replay: bool = False,
+) -> dict[str, Any]:
     frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": "", "done": True}
-    if continuation:
-        frame["continuation"] = True
-    return frame
+    if outcome is not None:
+        frame["outcome"] = outcome
+    if message_ids:
+        frame["messageIds"] = list(message_ids)
+    return _flags(frame, continuation=continuation, replay=replay)
 
 
-def failed_frame(stream_id: str, message: str, *, continuation: bool = False) -> dict[str, Any]:
+def replay_complete_frame(stream_id: str, *, continuation: bool = False) -> dict[str, Any]:
+    """Ends a resuming client's replay while the turn still streams: live chunks follow."""
+    frame = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": "", "done": False, "replayComplete": True}
+    return _flags(frame, continuation=continuation, replay=True)
+
+
+def failed_frame(
+    stream_id: str, message: str, *, continuation: bool = False, message_ids: Sequence[str] | None = None
+) -> dict[str, Any]:
     frame: dict[str, Any] = {"type": USE_CHAT_RESPONSE, "id": stream_id, "body": message, "done": True, "error": True}
-    if continuation:
-        frame["continuation"] = True
+    frame["outcome"] = "error"
+    if message_ids:
+        frame["messageIds"] = list(message_ids)
+    return _flags(frame, continuation=continuation)
+
+
+def identity_frame(session_id: str) -> dict[str, Any]:
+    return {"type": IDENTITY, "name": session_id, "agent": "think"}
+
+
+def resume_frame(kind: str, probe_id: str | None, stream_id: str | None = None) -> dict[str, Any]:
+    """``cf_agent_stream_resuming`` (with ``stream_id``), ``_pending`` or ``_resume_none``."""
+    frame: dict[str, Any] = {"type": kind}
+    if stream_id is not None:
+        frame["id"] = stream_id
+    if kind == STREAM_RESUME_NONE:
+        frame["reason"] = "idle"
+    if probe_id is not None:
+        frame["probeId"] = probe_id
     return frame
 
 
 def messages_frame(messages: list[Any]) -> dict[str, Any]:
-    return {"type": CHAT_MESSAGES, "messages": [_default(m) if not isinstance(m, dict) else m for m in messages]}
+    return {"type": CHAT_MESSAGES, "messages": [_default(m) for m in messages]}
 
 
 def message_updated_frame(message: Any) -> dict[str, Any]:
-    return {"type": MESSAGE_UPDATED, "message": _default(message) if not isinstance(message, dict) else message}
+    return {"type": MESSAGE_UPDATED, "message": _default(message)}
 
 
 def timeline_frame(stream_id: str, event: dict[str, Any]) -> dict[str, Any]:

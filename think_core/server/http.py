@@ -128,7 +128,7 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
         finally:
             await chunks.aclose()
             if hub.connections(session_id):
-                relay.done()
+                await relay.done(session)
                 await relay.snapshot(session)
         yield SSE_DONE
 
@@ -148,6 +148,30 @@ async def session_messages(agent: Think, session_id: str) -> Response:
     # A read does not open the session: no configure_session, no recovery of submissions.
     messages = await agent.session(session_id).messages()
     return JSONResponse({"id": session_id, "messages": [m.model_dump(mode="json") for m in messages]})
+
+
+async def agent_messages(agent: Think, session_id: str) -> Response:
+    """``GET /agents/think/{id}/get-messages``: the transcript as a JSON array (what Cloudflare's
+    ``useAgentChat`` loads before its socket opens)."""
+    check_session_id(session_id)
+    messages = await agent.session(session_id).messages()
+    return JSONResponse([m.model_dump(mode="json") for m in messages])
+
+
+async def resume_stream(agent: Think, session_id: str) -> Response:
+    """``GET /api/chat/{id}/stream`` (``useChat({ resume: true })``): 204 when no turn of the
+    session streams; else its UI message stream from the first chunk, then live, to ``[DONE]``."""
+    check_session_id(session_id)
+    live = await agent.session(session_id).streams.find()
+    if live is None or not live.streaming:
+        return Response(status_code=204)
+
+    async def body() -> AsyncIterator[str]:
+        async for _, chunk in live.follow():
+            yield sse(chunk)
+        yield SSE_DONE
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
 
 
 async def session_submissions(agent: Think, session_id: str, status: str | None, limit: str | None) -> Response:

@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from .frames import dumps
+from .frames import STREAM_RESUME_NONE, STREAM_RESUMING, USE_CHAT_RESPONSE, dumps, resume_frame
 
 logger = logging.getLogger("think.server")
 
@@ -34,6 +34,8 @@ class Connection:
         self._writer: asyncio.Task | None = None
         self._aborting: asyncio.Task | None = None
         self.closed = False
+        #: Streams this connection gets from its own replay (see ``resume``), not the broadcast.
+        self.following: set[str] = set()
 
     def start(self) -> None:
         self._writer = asyncio.create_task(self._write(), name=f"think-ws-writer-{self.session_id}")
@@ -97,6 +99,10 @@ class SessionHub:
         self.stream_requests: dict[str, str] = {}
         #: engine request id → stream id, so hook timeline events reach the right stream.
         self.request_streams: dict[str, str] = {}
+        #: Connections told a continuation is pending (their resume probe id), per session.
+        self._awaiting: dict[str, dict[Connection, str | None]] = defaultdict(dict)
+        #: Connections that answered a tool call and will resume its continuation, per session.
+        self._owners: dict[str, set[Connection]] = defaultdict(set)
 
     # -- connections -----------------------------------------------------------------------------
     def connect(self, session_id: str, websocket: WebSocket) -> Connection:
@@ -106,6 +112,8 @@ class SessionHub:
         return connection
 
     async def disconnect(self, connection: Connection) -> None:
+        self._awaiting.get(connection.session_id, {}).pop(connection, None)
+        self._owners.get(connection.session_id, set()).discard(connection)
         peers = self._connections.get(connection.session_id)
         if peers is not None:
             peers.discard(connection)
@@ -117,9 +125,37 @@ class SessionHub:
         return list(self._connections.get(session_id, ()))
 
     def broadcast(self, session_id: str, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
+        followed = frame.get("id") if frame.get("type") == USE_CHAT_RESPONSE else None
         for connection in self.connections(session_id):
-            if connection is not exclude:
+            if connection is not exclude and (followed is None or followed not in connection.following):
                 connection.send(frame)
+
+    # -- resume handshake: connections waiting for a continuation to start ---------------------
+    def await_stream(self, connection: Connection, probe_id: str | None) -> None:
+        self._awaiting[connection.session_id][connection] = probe_id
+
+    def hold_next_stream(self, connection: Connection) -> None:
+        """``connection`` started a continuation and will ask to resume it: it gets the stream
+        from its replay only, so no chunk reaches it live before the replay begins."""
+        self._owners[connection.session_id].add(connection)
+
+    def announce(self, session_id: str, stream_id: str) -> None:
+        """A stream starts: the connections waiting for one are told to resume it (and get its
+        chunks from their replay, so not from the broadcast)."""
+        for owner in self._owners.pop(session_id, set()):
+            owner.following.add(stream_id)
+        for connection, probe_id in self._awaiting.pop(session_id, {}).items():
+            connection.following.add(stream_id)
+            connection.send(resume_frame(STREAM_RESUMING, probe_id, stream_id))
+
+    def release_waiting(self, session_id: str) -> None:
+        """No stream started after all: the waiting connections hear that nothing streams."""
+        self._owners.pop(session_id, None)
+        for connection, probe_id in self._awaiting.pop(session_id, {}).items():
+            connection.send(resume_frame(STREAM_RESUME_NONE, probe_id))
+
+    def pending(self, session_id: str, kind: str) -> bool:
+        return any(self._kinds.get(t) == kind for t in self.tasks(session_id))
 
     # -- turn tasks ----------------------------------------------------------------------------------
     def spawn(self, session_id: str, coro: Coroutine[Any, Any, Any], *, name: str, kind: str = "turn") -> asyncio.Task:

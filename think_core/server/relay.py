@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..messages import origin_message_ids
 from ..session import Session
 from ..transcript import ClientTranscript
 from .frames import (
@@ -41,6 +42,7 @@ class TurnRelay:
         self.transcript = transcript
         self.sender = sender
         self.started = False
+        self.seq = 0
 
     def _broadcast(self, frame: dict[str, Any], *, exclude: Connection | None = None) -> None:
         self.hub.broadcast(self.session_id, frame, exclude=exclude)
@@ -49,9 +51,14 @@ class TurnRelay:
         if not self.started:
             self.started = True
             self._announce()
-        self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation))
+        # `seq` is the chunk's place in the turn's stream log: a client that saw it live skips
+        # it when the same chunk comes again in a resume's replay.
+        self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation, seq=self.seq))
+        self.seq += 1
 
     def _announce(self) -> None:
+        # Connections waiting for a continuation resume this stream, from its first chunk.
+        self.hub.announce(self.session_id, self.stream_id)
         # The first chunk means the transcript was applied: its messages are persisted.
         for message in self.transcript.appended:
             self._broadcast(message_updated_frame(message), exclude=self.sender)
@@ -59,11 +66,22 @@ class TurnRelay:
         for message in self.transcript.answered:
             self._broadcast(message_updated_frame(message))
 
-    def done(self) -> None:
-        self._broadcast(done_frame(self.stream_id, continuation=self.transcript.continuation))
+    async def done(self, session: Session) -> None:
+        """The closing frame, with how the turn ended and the user messages it answered."""
+        live = await session.streams.find(self.hub.stream_requests.get(self.stream_id, self.stream_id))
+        if live is not None and not live.streaming:
+            outcome, ids = live.status, live.message_ids
+        else:  # no turn ran (the answers left a call waiting)
+            outcome, ids = ("completed" if self.started else "skipped"), self._origin_ids()
+        frame = done_frame(self.stream_id, continuation=self.transcript.continuation, outcome=outcome, message_ids=ids)
+        self._broadcast(frame)
 
     def failed(self, text: str) -> None:
-        self._broadcast(failed_frame(self.stream_id, text, continuation=self.transcript.continuation))
+        frame = failed_frame(self.stream_id, text, continuation=self.transcript.continuation, message_ids=self._origin_ids())
+        self._broadcast(frame)
+
+    def _origin_ids(self) -> list[str] | None:
+        return None if self.transcript.continuation else origin_message_ids(self.transcript.messages)
 
     async def snapshot(self, session: Session) -> None:
         """The whole transcript, once the stream is over (what every tab settles on)."""

@@ -24,6 +24,7 @@ from . import frames as F
 from .frames import ProtocolError
 from .hub import Connection, SessionHub
 from .relay import TurnRelay
+from .resume import StreamResume
 
 logger = logging.getLogger("think.server")
 
@@ -48,6 +49,7 @@ class ChatSocket:
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
         self.connection: Connection | None = None
+        self.resume: StreamResume | None = None
         self._handlers: dict[str, Handler] = {
             F.USE_CHAT_REQUEST: self.on_chat_request,
             F.CHAT_REQUEST_CANCEL: self.on_cancel,
@@ -55,14 +57,16 @@ class ChatSocket:
             F.TOOL_RESULT: self.on_tool_result,
             F.TOOL_APPROVAL: self.on_tool_approval,
             F.STREAM_RESUME_REQUEST: self.on_resume_request,
-            F.STREAM_RESUME_ACK: self.ignore,
-            F.CHAT_MESSAGES: self.ignore,  # the server's store is authoritative (as in Think)
+            F.STREAM_RESUME_ACK: self.on_resume_ack,
+            F.CHAT_MESSAGES: self.on_messages,
         }
 
     # -- connection lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
         await self.websocket.accept(subprotocol=self.subprotocol)
         self.connection = self.hub.connect(self.session_id, self.websocket)
+        self.send(F.identity_frame(self.session_id))  # first: the agents client's `ready` waits for it
+        self.resume = StreamResume(self.hub, self.session, self.connection)
         try:
             try:
                 await self.session.open()
@@ -72,6 +76,7 @@ class ChatSocket:
                 await self.hub.disconnect(self.connection)
                 await self.websocket.close(code=1011)
                 return
+            self.resume.hold_running()
             self.send(F.messages_frame(await self.session.messages()))
             while True:
                 message = await self.websocket.receive()
@@ -87,6 +92,7 @@ class ChatSocket:
                         continue
                 await self.handle_text(text)
         finally:
+            await self.resume.aclose()
             await self.hub.disconnect(self.connection)
 
     def send(self, frame: dict[str, Any]) -> None:
@@ -115,9 +121,6 @@ class ChatSocket:
         except Exception as exc:  # a bug or an engine error must cost one frame, not the connection
             logger.exception("handling a %s frame failed", frame_type)
             self.send(F.error_frame(f"internal error: {type(exc).__name__}: {exc}", "internal_error", frame_type=frame_type))
-
-    async def ignore(self, frame: dict[str, Any]) -> None:
-        return None
 
     # -- chat requests -----------------------------------------------------------------------------
     async def on_chat_request(self, frame: dict[str, Any]) -> None:
@@ -171,7 +174,7 @@ class ChatSocket:
                 self.send(F.error_frame(text, "internal_error"))
         else:
             if requested or relay.started:
-                relay.done()
+                await relay.done(self.session)
         finally:
             self.hub.unlink(stream_id)
             await relay.snapshot(self.session)
@@ -189,10 +192,32 @@ class ChatSocket:
         self.broadcast({"type": F.CHAT_CLEAR})
 
     async def on_resume_request(self, frame: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"type": F.STREAM_RESUME_NONE, "reason": "idle"}
-        if isinstance(frame.get("probeId"), str):
-            reply["probeId"] = frame["probeId"]
-        self.send(reply)
+        assert self.resume is not None
+        await self.resume.on_request(frame)
+
+    async def on_resume_ack(self, frame: dict[str, Any]) -> None:
+        assert self.resume is not None
+        await self.resume.on_ack(frame)
+
+    async def on_messages(self, frame: dict[str, Any]) -> None:
+        """A client's ``setMessages``: the stored transcript becomes the client's (after the
+        turns already queued), and the other connections are told."""
+        raw = frame.get("messages")
+        if not isinstance(raw, list):
+            raise ProtocolError("cf_agent_chat_messages: 'messages' must be an array")
+        messages = F.parse_messages(raw)
+        sender = self.connection
+
+        async def replace() -> None:
+            try:
+                stored = await self.session.replace_messages(messages)
+            except Exception as exc:
+                self.send(F.error_frame(f"the transcript was not replaced: {exc}", "invalid_request", frame_type=F.CHAT_MESSAGES))
+                return
+            self.broadcast(F.messages_frame(stored), exclude=sender)
+
+        # In the background, so a cancel frame still gets through while it waits for a turn.
+        self.hub.spawn(self.session_id, replace(), name=f"think-ws-messages-{self.session_id}", kind="edit")
 
     # -- client tools and approvals ----------------------------------------------------------------
     async def on_tool_result(self, frame: dict[str, Any]) -> None:
@@ -218,6 +243,9 @@ class ChatSocket:
         """Answer a tool call and stream the auto-continuation (if one runs) to every
         connection, with ``continuation: true``."""
         transcript = ClientTranscript(answers=[answer], auto_continue=auto_continue)
+        if auto_continue and self.resume is not None and self.resume.speaks_resume and self.connection is not None:
+            # A client of the handshake resumes the continuation (from its first chunk) itself.
+            self.hub.hold_next_stream(self.connection)
 
         async def settle() -> None:
             # A turn still streaming may not have persisted the call yet; answers also must not
@@ -226,7 +254,11 @@ class ChatSocket:
             # The continuation's request id is the stream id clients see, so they can cancel it.
             stream_id = new_id("cont")
             self.hub.link(stream_id, stream_id)
-            await self._stream(transcript, stream_id, requested=False)
+            try:
+                await self._stream(transcript, stream_id, requested=False)
+            finally:
+                # Resume probes that waited for this continuation hear that none streams now.
+                self.hub.release_waiting(self.session_id)
 
         self.hub.spawn(self.session_id, settle(), name=name, kind="settle")
 

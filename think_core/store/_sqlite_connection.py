@@ -17,7 +17,7 @@ from ..process_identity import this_process
 from ..types import UIMessage
 from .base import SubmissionOwner
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -104,6 +104,26 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE submissions ADD COLUMN lease REAL",
         "CREATE INDEX submissions_unfinished ON submissions (status, session_id) "
         "WHERE status IN ('pending', 'running')",
+    ),
+    # Resumable streams: each turn's UI message chunks, so a late joiner can replay and follow it.
+    5: (
+        """CREATE TABLE streams (
+            session_id TEXT NOT NULL REFERENCES sessions(session_id) ON DELETE CASCADE,
+            stream_id TEXT NOT NULL,
+            status TEXT NOT NULL,
+            continuation INTEGER NOT NULL DEFAULT 0,
+            message_ids TEXT,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (session_id, stream_id)
+        )""",
+        """CREATE TABLE stream_chunks (
+            session_id TEXT NOT NULL,
+            stream_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, stream_id, seq)
+        )""",
     ),
 }
 

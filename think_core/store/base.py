@@ -5,7 +5,9 @@ standing in for a range of messages in the model-facing history, the originals k
 submissions (``pending → running → completed | error | aborted | skipped``, an idempotency
 key unique per session, a messages-applied marker, a lease held by one owner — a store
 instance — the id of the answer stored with the completion, and the step journal of the turn
-while it runs); and a small JSON key/value state. Every method is synchronous and short; the engine awaits them through
+while it runs); the UI message chunks of each
+streaming turn (so a page that joins late can replay and follow it, after a restart too, from
+any process sharing the store); and a small JSON key/value state. Every method is synchronous and short; the engine awaits them through
 :class:`~think_core.store.aio.AsyncStore`, off the event loop.
 
 Backends implement exactly these methods. What is the same for every backend (the overlay
@@ -29,6 +31,7 @@ __all__ = [
     "Compaction",
     "JournalEntry",
     "Store",
+    "StreamInfo",
     "Submission",
     "SubmissionOwner",
     "SubmissionStatus",
@@ -90,6 +93,22 @@ class JournalEntry(BaseModel):
     key: str
     data: dict[str, Any] = Field(default_factory=dict)
     created_at: float
+
+
+class StreamInfo(BaseModel):
+    """A turn's stream of UI message chunks. ``status`` is ``streaming`` while the turn runs,
+    then its outcome (``completed``, ``error``, ``aborted``). ``length`` is the number of chunks
+    stored (their ``seq`` runs from 0); ``message_ids`` are the ids of the user messages the
+    turn answers, ``continuation`` whether it continues the last assistant message."""
+
+    session_id: str
+    stream_id: str
+    status: str
+    continuation: bool = False
+    message_ids: list[str] | None = None
+    length: int = 0
+    created_at: float
+    updated_at: float
 
 
 class Compaction(BaseModel):
@@ -170,6 +189,16 @@ class Store(Protocol):
     ) -> Submission | None: ...
     def running_submissions(self) -> list[Submission]: ...
     def pending_session_ids(self) -> list[str]: ...
+
+    # resumable streams: one row per turn's stream, its chunks in order
+    def open_stream(
+        self, session_id: str, stream_id: str, *, continuation: bool = False, message_ids: Sequence[str] | None = None
+    ) -> StreamInfo: ...
+    def append_stream_chunks(self, session_id: str, stream_id: str, first_seq: int, bodies: Sequence[str]) -> None: ...
+    def truncate_stream(self, session_id: str, stream_id: str, length: int) -> None: ...
+    def finish_stream(self, session_id: str, stream_id: str, status: str) -> bool: ...
+    def get_stream(self, session_id: str, stream_id: str | None = None) -> StreamInfo | None: ...
+    def stream_chunks(self, session_id: str, stream_id: str, start: int = 0) -> list[str]: ...
 
     # key/value engine state
     def get_state(self, session_id: str, key: str) -> Any: ...

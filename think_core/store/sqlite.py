@@ -9,7 +9,8 @@ connections and avoids SQLite's lock-upgrade deadlock.
 
 Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``): ``sessions``;
 ``messages`` (``parts``/``metadata`` as JSON, ordered by an internal increasing ``seq``, id
-unique per session); ``compactions``; ``submissions``; ``state`` (JSON key/value per session).
+unique per session); ``compactions``; ``submissions``; ``submission_journal``; ``streams`` and ``stream_chunks``; ``state`` (JSON
+key/value per session).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any, NamedTuple
 
 from ..types import UIMessage
 from ._sqlite_connection import SCHEMA_VERSION, _dumps
+from ._sqlite_streams import StreamRows
 from ._sqlite_submissions import SubmissionRows
 from .base import Compaction
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
@@ -38,7 +40,7 @@ class SessionSummary(NamedTuple):
     messages: int
 
 
-class SQLiteStore(SubmissionRows):
+class SQLiteStore(StreamRows, SubmissionRows):
     """The embedded SQLite :class:`~think_core.store.base.Store`. ``path`` is a file path,
     ``":memory:"`` (the default; private to this store) or a ``file:`` URI. Use as a context
     manager or call :meth:`close`."""

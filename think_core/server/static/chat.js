@@ -43,7 +43,11 @@
     else if (token) url.searchParams.set("token", token);
     ws = new WebSocket(url, protocols);
     setStatus("connecting…", "");
-    ws.onopen = () => setStatus("connected", "connected");
+    ws.onopen = () => {
+      setStatus("connected", "connected");
+      // A turn streaming now is replayed from its first word (resume handshake), then followed.
+      ws.send(JSON.stringify({ type: "cf_agent_stream_resume_request" }));
+    };
     ws.onclose = () => { setStatus("disconnected", "closed"); state.mine.clear(); updateButtons(); setTimeout(connect, 1000); };
     ws.onmessage = (event) => {
       let frame;
@@ -73,6 +77,7 @@
         state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear();
         saveTimeline(); break;
       case "cf_agent_use_chat_response": onResponse(frame); break;
+      case "cf_agent_stream_resuming": send({ type: "cf_agent_stream_resume_ack", id: frame.id }); return;
       case "think_timeline": onTimeline(frame); break;
       case "cf_agent_error": toast(frame.error && frame.error.message || "error"); break;
       default: return;
@@ -190,7 +195,14 @@
     catch (e) { errorText = String(e); }
     const frame = { type: "cf_agent_tool_result", toolCallId: chunk.toolCallId, toolName: chunk.toolName, autoContinue: true };
     if (errorText === undefined) frame.output = output; else Object.assign(frame, { state: "output-error", errorText });
-    if (send(frame)) state.expectContinuation = true;
+    if (send(frame)) expectContinuation();
+  }
+
+  // The continuation an answer starts reaches this tab through the resume handshake (all of it,
+  // from its first chunk), like a turn that was already streaming when the page loaded.
+  function expectContinuation() {
+    state.expectContinuation = true;
+    send({ type: "cf_agent_stream_resume_request" });
   }
 
   function onTimeline(frame) {
@@ -272,7 +284,7 @@
     const button = e.target.closest("button[data-approve]");
     if (!button) return;
     if (send({ type: "cf_agent_tool_approval", toolCallId: button.dataset.call, approved: button.dataset.approve === "yes", autoContinue: true })) {
-      state.expectContinuation = true;
+      expectContinuation();
     }
     button.parentElement.querySelectorAll("button").forEach((b) => (b.disabled = true));
   });

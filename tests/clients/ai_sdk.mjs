@@ -1,0 +1,137 @@
+// The AI SDK's own React client — `useChat` from @ai-sdk/react with `DefaultChatTransport` —
+// against `think serve --model demo`, exactly as the README's snippet sets it up.
+import { useChat } from "@ai-sdk/react";
+import {
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai";
+import { BASE, assert, lastAssistant, renderHook, run, storedMessages, text, toolPart, unique, waitFor } from "./lib.mjs";
+
+const INTRODUCTION_START = "I am the offline demo model of think";
+
+// The README's snippet: resume on mount, history loaded first.
+function mountChat(id, messages = [], extra = {}) {
+  return renderHook(() =>
+    useChat({
+      id,
+      messages,
+      resume: true,
+      transport: new DefaultChatTransport({ api: `${BASE}/api/chat`, ...extra.transport }),
+      ...extra.options,
+    }),
+  );
+}
+
+const settled = (hook) => waitFor(() => hook.result.current.status === "ready" && hook.result.current, "status ready");
+
+await run({
+  async "resume on mount with nothing streaming is 204: no error"() {
+    const hook = mountChat(unique("idle"));
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(hook.result.current.error, undefined);
+    assert.equal(hook.result.current.status, "ready");
+    hook.unmount();
+  },
+
+  async "a tool-calling turn streams to output-available and is stored"() {
+    const id = unique("weather");
+    const hook = mountChat(id);
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "weather in Lisbon?" });
+    await waitFor(() => hook.result.current.status === "streaming" || hook.result.current.status === "submitted", "the turn to start");
+    const done = await settled(hook);
+    assert.equal(toolPart(done.messages, "get_weather").state, "output-available");
+    assert.match(text(lastAssistant(done.messages)), /Lisbon: 21°C and sunny/);
+    const stored = await storedMessages(id);
+    assert.deepEqual(stored.map((m) => m.role), ["user", "assistant"]);
+    hook.unmount();
+  },
+
+  async "a page reloaded mid-turn shows the whole answer from its first word"() {
+    const id = unique("reload");
+    const first = mountChat(id);
+    await settled(first);
+    first.result.current.sendMessage({ text: "hello there" });
+    await waitFor(() => text(lastAssistant(first.result.current.messages)).split(" ").length > 8, "a few words");
+    // The reloaded page: history from the server, then `resume: true` asks for the running stream.
+    const reloaded = mountChat(id, await storedMessages(id));
+    const partial = await waitFor(() => {
+      const t = text(lastAssistant(reloaded.result.current.messages));
+      return t.length > 0 && reloaded.result.current.status === "streaming" && t;
+    }, "the resumed stream");
+    assert.ok(partial.startsWith("I "), partial); // its first word, not a tail
+    const done = await settled(reloaded);
+    const full = text(lastAssistant(done.messages));
+    // Every state the reloaded page rendered showed a beginning of the answer, never a tail.
+    const shown = reloaded.result.renders.map((r) => text(lastAssistant(r?.messages))).filter(Boolean);
+    assert.ok(shown.length > 1 && shown.every((t) => full.startsWith(t)), JSON.stringify(shown.slice(0, 3)));
+    await settled(first);
+    assert.equal(full, text(lastAssistant(first.result.current.messages)));
+    assert.ok(full.startsWith(INTRODUCTION_START) && full.endsWith("keep what was said."), full);
+    assert.deepEqual(done.messages.map((m) => m.role), ["user", "assistant"]);
+    first.unmount();
+    reloaded.unmount();
+  },
+
+  async "stop keeps the partial answer, stored as aborted"() {
+    const id = unique("stop");
+    const hook = mountChat(id);
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "tell me about yourself" });
+    await waitFor(() => text(lastAssistant(hook.result.current.messages)).startsWith("I am the offline demo"), "a few words");
+    await hook.result.current.stop();
+    await settled(hook);
+    const stored = await waitFor(async () => {
+      const messages = await storedMessages(id);
+      return messages.length === 2 && messages;
+    }, "the partial answer stored");
+    assert.ok(text(stored[1]).startsWith("I am the offline demo"), JSON.stringify(stored));
+    assert.ok(!text(stored[1]).endsWith("keep what was said."));
+    hook.unmount();
+  },
+
+  async "a tool that needs approval runs once approved"() {
+    const id = unique("approve");
+    const hook = mountChat(id, [], { options: { sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses } });
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "email ada@example.com: lunch at one?" });
+    const asked = await waitFor(() => {
+      const part = toolPart(hook.result.current.messages, "send_email");
+      return part?.state === "approval-requested" && hook.result.current.status === "ready" && part;
+    }, "the approval request");
+    hook.result.current.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    const done = await waitFor(
+      () => toolPart(hook.result.current.messages, "send_email")?.state === "output-available" && hook.result.current.status === "ready" && hook.result.current,
+      "the approved call's result",
+    );
+    assert.equal(toolPart(done.messages, "send_email").output, "sent to ada@example.com: lunch at one?");
+    const stored = await storedMessages(id);
+    assert.equal(toolPart(stored, "send_email").state, "output-available");
+    hook.unmount();
+  },
+
+  async "a client-side tool is called in the browser and its result answered"() {
+    const id = unique("client-tool");
+    const clientTools = [{ name: "get_location", description: "Where the user is", parameters: { type: "object", properties: {} } }];
+    let hook;
+    hook = mountChat(id, [], {
+      transport: { body: { clientTools } },
+      options: {
+        sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+        onToolCall: ({ toolCall }) => {
+          if (toolCall.toolName === "get_location")
+            hook.result.current.addToolOutput({ tool: "get_location", toolCallId: toolCall.toolCallId, output: { city: "Porto" } });
+        },
+      },
+    });
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "where am I?" });
+    const done = await waitFor(
+      () => /city: Porto/.test(text(lastAssistant(hook.result.current.messages))) && hook.result.current.status === "ready" && hook.result.current,
+      "the answer from the client tool's result",
+    );
+    assert.equal(toolPart(done.messages, "get_location").state, "output-available");
+    hook.unmount();
+  },
+});

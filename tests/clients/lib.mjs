@@ -1,0 +1,83 @@
+// Shared helpers of the client scripts: the server's address, a hook renderer (React without a
+// DOM, the way a component would call the hooks), and waiting with generous deadlines.
+import assert from "node:assert/strict";
+import React from "react";
+import TestRenderer from "react-test-renderer";
+import { WebSocket } from "ws";
+
+// Node 20 has no global WebSocket; browsers (and Node 22) do. partysocket looks for the global.
+globalThis.WebSocket ??= WebSocket;
+// React's act() environment flag: we drive updates from real network events, not act().
+globalThis.IS_REACT_ACT_ENVIRONMENT = false;
+
+export const BASE = process.env.THINK_URL ?? "http://127.0.0.1:8000";
+export const HOST = new URL(BASE).host;
+export const DEADLINE = 30_000;
+export { assert };
+
+/** Render `useHook(props)` in a component; `result.current` is its latest return value. */
+export function renderHook(useHook, props = {}) {
+  const result = { current: undefined, renders: [] };
+  function Probe(p) {
+    const value = useHook(p);
+    result.current = value;
+    result.renders.push(value);
+    return null;
+  }
+  // Suspense: useAgentChat suspends until its initial messages arrive.
+  const tree = (p) => React.createElement(React.Suspense, { fallback: null }, React.createElement(Probe, p));
+  const renderer = TestRenderer.create(tree(props));
+  return {
+    result,
+    rerender: (next) => renderer.update(tree(next)),
+    unmount: () => renderer.unmount(),
+  };
+}
+
+export async function waitFor(check, what, timeout = DEADLINE) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== false && value !== undefined && value !== null) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}${last ? `: ${last.message}` : ""}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export const text = (message) =>
+  (message?.parts ?? []).filter((p) => p.type === "text").map((p) => p.text).join("");
+
+export const lastAssistant = (messages) => [...(messages ?? [])].reverse().find((m) => m.role === "assistant");
+
+export const toolPart = (messages, name) =>
+  (messages ?? []).flatMap((m) => m.parts).find((p) => p.type === `tool-${name}`);
+
+export async function storedMessages(id) {
+  const response = await fetch(`${BASE}/api/sessions/${encodeURIComponent(id)}/messages`);
+  assert.equal(response.status, 200);
+  return (await response.json()).messages;
+}
+
+/** Run the named checks in order; print one line each; exit non-zero on the first failure. */
+export async function run(checks) {
+  const only = process.argv[2];
+  for (const [name, check] of Object.entries(checks)) {
+    if (only && name !== only) continue;
+    const started = Date.now();
+    try {
+      await check();
+      console.log(`ok ${name} (${Date.now() - started} ms)`);
+    } catch (error) {
+      console.log(`FAIL ${name}: ${error?.stack ?? error}`);
+      process.exit(1);
+    }
+  }
+  process.exit(0);
+}
+
+export const unique = (prefix) => `${prefix}-${Math.random().toString(36).slice(2, 10)}`;

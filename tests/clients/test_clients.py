@@ -1,0 +1,162 @@
+"""Unchanged npm chat clients against a real ``think serve``: the AI SDK's ``useChat`` (with
+``DefaultChatTransport``) and Cloudflare's ``useAgent`` + ``useAgentChat``, at the versions
+``package-lock.json`` pins, driven by the node scripts beside this file exactly as a front end
+would drive them (see each script for what it checks).
+
+Locally they skip, saying why, without ``node`` or without ``npm ci`` in ``tests/clients``; in CI
+(``CI=true``; ``.ci/run`` installs them) a missing client is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLIENTS = Path(__file__).parent
+NODE = shutil.which("node")
+SCRIPT_TIMEOUT = 600  # seconds for all the checks of one script, on a busy machine
+
+
+def _unavailable() -> str | None:
+    if NODE is None:
+        return "node is not installed (the client checks need Node.js 20+)"
+    if not (CLIENTS / "node_modules" / "@cloudflare" / "ai-chat").is_dir() or not (CLIENTS / "node_modules" / "ai").is_dir():
+        return "the npm clients are not installed: run `npm ci` in tests/clients"
+    return None
+
+
+@pytest.fixture(scope="module")
+def think_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``think serve --model demo`` in a subprocess; its base URL."""
+    missing = _unavailable()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the npm client checks, but {missing}")
+        pytest.skip(missing)
+    home = tmp_path_factory.mktemp("think-home")
+    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    env.pop("THINK_API_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", "0", "--db", str(home / "chats.db")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        base = _announced_url(process)
+        _wait_healthy(base)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _announced_url(process: subprocess.Popen[str]) -> str:
+    assert process.stdout is not None
+    seen = []
+    for line in process.stdout:  # the first line names the port (--port 0 picks one)
+        seen.append(line)
+        match = re.search(r"serving on (http://\S+)", line)
+        if match:
+            return match.group(1)
+    raise AssertionError(f"think serve exited ({process.wait()}) before serving:\n{''.join(seen)}")
+
+
+def _wait_healthy(base: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{base}/healthz", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{base}/healthz did not answer within 30 s")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param("ai_sdk.mjs", id="ai-sdk-useChat"),
+        pytest.param("agents.mjs", id="cloudflare-useAgentChat"),
+    ],
+)
+def test_npm_client_against_think_serve(think_serve: str, script: str) -> None:
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, str(CLIENTS / script)],
+        cwd=CLIENTS, env={**os.environ, "THINK_URL": think_serve},
+        capture_output=True, text=True, timeout=SCRIPT_TIMEOUT,
+    )
+    report = done.stdout + done.stderr
+    assert done.returncode == 0, report
+    checks = [line for line in done.stdout.splitlines() if line.startswith("ok ")]
+    assert len(checks) >= 6 and "FAIL" not in done.stdout, report
+
+
+def _start(db: Path, home: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
+    # A slow answer (about 15 s), so it is still running when the page opens on a busy machine.
+    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1", "THINK_DEMO_DELAY": "0.15"}
+    env.pop("THINK_API_TOKEN", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", str(port), "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    base = _announced_url(process)
+    _wait_healthy(base)
+    return process, base
+
+
+def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_path: Path) -> None:
+    missing = _unavailable()
+    if missing is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the npm client checks, but {missing}")
+        pytest.skip(missing)
+    assert NODE is not None
+    db, home = tmp_path / "chats.db", tmp_path / "home"
+    home.mkdir()
+    first, base = _start(db, home)
+    try:
+        body = {"id": "crash", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
+        with httpx.Client(base_url=base, timeout=30) as http, http.stream("POST", "/api/chat", json=body) as posted:
+            deltas = 0
+            for line in posted.iter_lines():
+                deltas += '"text-delta"' in line
+                if deltas == 5:  # mid-answer: the server dies
+                    first.send_signal(signal.SIGKILL)
+                    break
+    finally:
+        first.kill()
+        first.wait()
+        assert first.stdout is not None
+        first.stdout.close()
+    port = int(base.rsplit(":", 1)[1])
+    second, base = _start(db, home, port)  # start-up recovery resumes the turn
+    try:
+        done = subprocess.run(
+            [NODE, str(CLIENTS / "restart.mjs")],
+            cwd=CLIENTS, env={**os.environ, "THINK_URL": base, "THINK_SESSION": "crash"},
+            capture_output=True, text=True, timeout=SCRIPT_TIMEOUT,
+        )
+        assert done.returncode == 0 and done.stdout.startswith("ok "), done.stdout + done.stderr
+    finally:
+        second.terminate()
+        second.wait(timeout=30)
+        assert second.stdout is not None
+        second.stdout.close()
