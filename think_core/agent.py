@@ -8,7 +8,7 @@ import inspect
 import logging
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .compaction import Compactor, Summarizer
@@ -22,6 +22,7 @@ from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
+from .store.shared import SharedSessions
 from .tools import Tool
 from .turn import TurnDeps
 
@@ -220,6 +221,15 @@ class Think:
                     logger.exception("recovering the submissions of session %r failed", session_id)
 
         await asyncio.gather(*(drain(sid) for sid in session_ids))
+
+    def listen_streams(self, callback: Callable[[str, str], None]) -> Callable[[], None] | None:
+        """Call ``callback(session_id, stream_id)`` (on a listener thread) for every turn that
+        another process sharing the store starts streaming; returns the function that stops
+        listening, or ``None`` when the store is not shared between machines. Blocking: call it
+        with ``asyncio.to_thread``."""
+        if not isinstance(self.store, SharedSessions):
+            return None
+        return self.store.listen_streams(callback)
 
     def _turn_deps(self) -> TurnDeps:
         """What this agent's turns use, read when a session is created."""

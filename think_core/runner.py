@@ -1,6 +1,6 @@
 """The turn runner of one session: one turn at a time, in arrival order.
 
-It holds the session's turn lock (FIFO), keeps the registry of active turns that
+It holds the session's turn lock (FIFO; across processes when the store shares sessions), keeps the registry of active turns that
 ``cancel(request_id)`` works on, persists the turn's input before it runs and its assistant
 message after it — the partial one too, on error or cancel — and fires ``on_chat_response``
 once the lock is released (so a hook may start the next turn of the same session).
@@ -24,6 +24,7 @@ from .errors import NestedTurnError
 from .messages import coerce_messages, new_id, origin_message_ids
 from .recovery import TurnRecovery
 from .stream_log import LiveStream
+from .turn_lock import TurnLock
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatResponseResult, TurnResult, UIMessage
 from .ui_stream import AssistantMessageBuilder, replay_chunks
@@ -63,7 +64,7 @@ class TurnRunner:
         self.hooks = recovery.deps.hooks
         self._open = open
         self._send_reasoning = send_reasoning
-        self.lock = asyncio.Lock()
+        self.lock = TurnLock(self.db, session.id)
         self.active: dict[str, ActiveTurn] = {}
 
     # -- nesting ------------------------------------------------------------------------------
@@ -116,7 +117,7 @@ class TurnRunner:
                 outcome, persisted = await self._locked_turn(request, request_id, handle, builder, sink)
             finally:
                 _TURN_OWNER.reset(token)
-                self.lock.release()
+                await self.lock.release()
             if outcome is None:  # skipped before running
                 return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
             return await self._respond(request, request_id, handle, outcome, persisted or builder.message())

@@ -44,6 +44,7 @@ from . import http
 from .auth import accepted_subprotocol, is_authorized
 from .frames import timeline_frame
 from .hub import SessionHub
+from .remote import RemoteTurns
 from .security import (
     PAGE_CSP,
     WS_POLICY_VIOLATION,
@@ -151,9 +152,12 @@ def lifespan(
             agent.plugin_manager.register(recorder, name=f"{recorder.name}_{id(recorder):x}")
         if recover:  # the turns a crash interrupted go on, whether or not their clients come back
             await agent.recover()
+        remote = RemoteTurns(agent, hub)  # turns other servers run for this server's clients
+        await remote.start()
         try:
             yield
         finally:
+            await remote.aclose()
             await hub.aclose()
             if recorder is not None and agent.plugin_manager.is_registered(recorder):
                 agent.plugin_manager.unregister(recorder)

@@ -1,0 +1,84 @@
+"""PostgreSQL's session locks and stream notifications, against a real server."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg")
+
+from think_core.store._pg_shared import PgSessionLocks, listen_streams, notify_stream  # noqa: E402
+
+
+@pytest.fixture
+def pg_url() -> str:
+    url = os.environ.get("THINK_TEST_POSTGRES_URL")
+    if not url:
+        if os.environ.get("CI") == "true":
+            pytest.fail("THINK_TEST_POSTGRES_URL is not set under CI: .ci/run must start PostgreSQL")
+        pytest.skip("THINK_TEST_POSTGRES_URL is not set")
+    return url
+
+
+def test_a_session_lock_is_held_against_other_stores_until_released(pg_url: str) -> None:
+    schema = f"locks_{uuid.uuid4().hex[:8]}"
+    first, second = PgSessionLocks(pg_url, schema), PgSessionLocks(pg_url, schema)
+    try:
+        a, b = first.lock("s1"), second.lock("s1")
+        assert a.try_acquire()
+        assert not b.try_acquire()
+        assert second.lock("s2").try_acquire()  # other sessions are not held up
+        a.release()
+        assert b.try_acquire()
+        assert not a.try_acquire()
+        b.release()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_lock_of_a_dead_holder_is_free_at_once(pg_url: str) -> None:
+    schema = f"locks_{uuid.uuid4().hex[:8]}"
+    holder, other = PgSessionLocks(pg_url, schema), PgSessionLocks(pg_url, schema)
+    try:
+        assert holder.lock("s").try_acquire()
+        assert not other.lock("s").try_acquire()
+        holder.close()  # its connection ends, as when its process is killed
+        assert other.lock("s").try_acquire()
+    finally:
+        other.close()
+
+
+def test_schemas_do_not_share_locks(pg_url: str) -> None:
+    one, two = PgSessionLocks(pg_url, "locks_one"), PgSessionLocks(pg_url, "locks_two")
+    try:
+        assert one.lock("s").try_acquire()
+        assert two.lock("s").try_acquire()
+    finally:
+        one.close()
+        two.close()
+
+
+def test_listeners_hear_the_streams_other_stores_open(pg_url: str) -> None:
+    schema = f"notes_{uuid.uuid4().hex[:8]}"
+    heard: list[tuple[str, str]] = []
+    got = threading.Event()
+
+    def on_stream(session_id: str, stream_id: str) -> None:
+        heard.append((session_id, stream_id))
+        got.set()
+
+    stop = listen_streams(pg_url, schema, "me", on_stream)
+    try:
+        with psycopg.connect(pg_url) as conn:
+            notify_stream(conn, schema, "me", "s", "mine")  # our own: not news
+            notify_stream(conn, f"{schema}_x", "other", "s", "elsewhere")  # another schema
+            notify_stream(conn, schema, "other", "s", "theirs")
+            assert heard == []  # nothing is delivered before the transaction commits
+        assert got.wait(30)
+    finally:
+        stop()
+    assert heard == [("s", "theirs")]

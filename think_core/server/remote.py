@@ -1,0 +1,63 @@
+"""Turns other server processes run, relayed to this server's WebSocket clients.
+
+With a store shared by several machines (PostgreSQL), a session's messages may arrive at any
+server, and its turn runs where they arrived. The store tells every other server that a stream
+opened (``listen_streams``); a server with connections for that session follows the stream from
+the store and relays it like one of its own turns: the transcript so far (it holds the message
+the turn answers), the turn's chunks from the first, the closing frame with its outcome, and the
+stored transcript once it is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from ..agent import Think
+from . import frames as F
+from .hub import SessionHub
+
+logger = logging.getLogger("think.server")
+
+
+class RemoteTurns:
+    """Relays the streams other processes open to this server's connections of their session."""
+
+    def __init__(self, agent: Think, hub: SessionHub) -> None:
+        self.agent = agent
+        self.hub = hub
+        self._stop: Callable[[], None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = await asyncio.to_thread(self.agent.listen_streams, self._heard)
+
+    async def aclose(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            await asyncio.to_thread(stop)
+
+    def _heard(self, session_id: str, stream_id: str) -> None:
+        """On the listener's thread: hand the news to the event loop."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._relay_soon, session_id, stream_id)
+
+    def _relay_soon(self, session_id: str, stream_id: str) -> None:
+        if self.hub.connections(session_id):
+            self.hub.spawn(session_id, self.relay(session_id, stream_id), name=f"think-remote-{stream_id}", kind="remote")
+
+    async def relay(self, session_id: str, stream_id: str) -> None:
+        session = self.agent.session(session_id)
+        live = await session.streams.find(stream_id)
+        if live is None or live.local:
+            return  # over already (its answer is in the transcript) or, after all, a turn of ours
+        self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
+        async for seq, chunk in live.follow(0):
+            self.hub.broadcast(session_id, F.chunk_frame(stream_id, chunk, continuation=live.continuation, seq=seq))
+        self.hub.broadcast(
+            session_id,
+            F.done_frame(stream_id, continuation=live.continuation, outcome=live.status, message_ids=live.message_ids),
+        )
+        self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
