@@ -1,0 +1,175 @@
+"""Turns per second with several ``think serve`` processes on one PostgreSQL database, against
+one server on SQLite — all on this machine.
+
+A model server process answers every request at once (one write): the first step of a turn calls
+a tool, the second answers. Each configuration starts its servers on a fresh database, then
+``--sessions`` clients (one session each) send ``--messages`` chats one after the other
+(``POST /api/chat``, every chat a durable submission), spread round-robin over the servers.
+Turns per second = chats answered / wall time from the first request to the last answer.
+
+    python bench/multi_server.py --pg postgresql://postgres@127.0.0.1:5432/postgres \
+        [--sessions 32] [--messages 10] [--servers 1,2,4]
+
+Without ``--pg`` (or ``$THINK_TEST_POSTGRES_URL``) only SQLite is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench._common import machine, table  # noqa: E402
+from bench.stream_overhead import ServerProcess, serve  # noqa: E402
+from think_core.server.testing import wait_until_healthy  # noqa: E402
+
+TOOLS_SPEC = "bench._tools:TOOLS"
+
+
+def _sse(*payloads: dict[str, Any]) -> bytes:
+    return b"".join(b"data: " + json.dumps(p).encode() + b"\n\n" for p in payloads) + b"data: [DONE]\n\n"
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"id": "c", "object": "chat.completion.chunk", "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def model_route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
+    """Step one calls ``note``; step two (after the tool result) answers."""
+    messages = json.loads(body)["messages"]
+    if messages[-1]["role"] == "tool":
+        words = [{"content": w} for w in ("Noted", " and", " answered", ".")]
+        return _sse(_chunk({"role": "assistant", "content": ""}), *(_chunk(w) for w in words), _chunk({}, "stop"))
+    call = {"index": 0, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function",
+            "function": {"name": "note", "arguments": json.dumps({"text": "x"})}}
+    return _sse(_chunk({"role": "assistant", "tool_calls": [call]}), _chunk({}, "tool_calls"))
+
+
+class Servers:
+    """``count`` ``think serve`` processes on ``db``."""
+
+    def __init__(self, db: str, model_url: str, count: int) -> None:
+        self.db, self.model_url, self.count = db, model_url, count
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def __enter__(self) -> list[str]:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "THINK_PLUGINS": ""}
+        bases = []
+        for _ in range(self.count):
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "think_core.cli", "serve", "--model", f"openai-compatible:m@{self.model_url}/v1",
+                 "--db", self.db, "--port", "0", "--no-plugins", "--no-timeline", "--tools", TOOLS_SPEC],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+            )
+            self.procs.append(proc)
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.startswith("think: serving on "), line
+            bases.append(line.split()[3])
+        return bases
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+async def drive(bases: list[str], sessions: int, messages: int) -> float:
+    """Turns per second: every session sends its chats one after the other."""
+    clients = [httpx.AsyncClient(base_url=b, timeout=120) for b in bases]
+    for client in clients:
+        await wait_until_healthy(client, timeout=60)
+    run = uuid.uuid4().hex[:6]
+
+    async def converse(i: int) -> None:
+        session = f"bench-{run}-{i}"
+        transcript: list[dict[str, Any]] = []
+        for k in range(messages):
+            transcript.append({"id": f"{session}-{k}", "role": "user", "parts": [{"type": "text", "text": f"m{k}"}]})
+            client = clients[(i + k) % len(clients)]
+            body = {"id": session, "messages": transcript, "trigger": "submit-message"}
+            async with client.stream("POST", "/api/chat", json=body) as response:
+                response.raise_for_status()
+                async for _ in response.aiter_bytes():
+                    pass
+
+    started = time.perf_counter()
+    await asyncio.gather(*(converse(i) for i in range(sessions)))
+    elapsed = time.perf_counter() - started
+    for client in clients:
+        await client.aclose()
+    return sessions * messages / elapsed
+
+
+def fresh_pg_database(url: str) -> tuple[str, Any]:
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"think_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+
+    def drop() -> None:
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    return make_conninfo(url, dbname=name), drop
+
+
+def measure(label: str, db: str, model_url: str, count: int, args: argparse.Namespace) -> list[object]:
+    with Servers(db, model_url, count) as bases:
+        # One short warm-up round (imports, connections), then the measured one.
+        asyncio.run(drive(bases, min(4, args.sessions), 1))
+        rate = asyncio.run(drive(bases, args.sessions, args.messages))
+    return [label, count, args.sessions * args.messages, f"{rate:.1f}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--pg", default=os.environ.get("THINK_TEST_POSTGRES_URL"), help="PostgreSQL server URL")
+    parser.add_argument("--sessions", type=int, default=32)
+    parser.add_argument("--messages", type=int, default=10)
+    parser.add_argument("--servers", default="1,2,4", help="server counts on PostgreSQL")
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(model_route))
+        return
+    print(machine())
+    rows: list[list[object]] = []
+    with ServerProcess(__file__) as model_url, tempfile.TemporaryDirectory() as tmp:
+        rows.append(measure("SQLite", str(Path(tmp) / "bench.db"), model_url, 1, args))
+        if args.pg:
+            for count in (int(c) for c in args.servers.split(",")):
+                db, drop = fresh_pg_database(args.pg)
+                try:
+                    rows.append(measure("PostgreSQL", db, model_url, count, args))
+                finally:
+                    drop()
+    print(table(["store", "servers", "turns", "turns/s"], rows))
+
+
+if __name__ == "__main__":
+    main()
