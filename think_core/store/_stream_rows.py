@@ -1,25 +1,25 @@
-"""The ``streams`` and ``stream_chunks`` tables of the SQLite store: each streaming turn's UI
+"""The ``streams`` and ``stream_chunks`` tables, for every backend: each streaming turn's UI
 message chunks, kept while it runs (and the latest finished one after it), so that a client
 joining late replays the turn from its first chunk and follows it."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from ._sqlite_connection import SQLiteConnection, _dumps
+from ._rows import RowsBase, dumps
 from .base import StreamInfo
 
 _STREAM_COLUMNS = "session_id, stream_id, status, continuation, message_ids, created_at, updated_at"
 
 
-class StreamRows(SQLiteConnection):
+class StreamRows(RowsBase):
     """Resumable streams, on the store's connection."""
 
     @staticmethod
-    def _stream(conn: sqlite3.Connection, row: sqlite3.Row) -> StreamInfo:
+    def _stream(conn: Any, row: Any) -> StreamInfo:
         length = conn.execute(
             "SELECT COUNT(*) FROM stream_chunks WHERE session_id = ? AND stream_id = ?",
             (row["session_id"], row["stream_id"]),
@@ -54,7 +54,7 @@ class StreamRows(SQLiteConnection):
             for old in finished:
                 conn.execute("DELETE FROM stream_chunks WHERE session_id = ? AND stream_id = ?", (session_id, old))
                 conn.execute("DELETE FROM streams WHERE session_id = ? AND stream_id = ?", (session_id, old))
-            ids = _dumps(list(message_ids)) if message_ids is not None else None
+            ids = dumps(list(message_ids)) if message_ids is not None else None
             conn.execute(
                 "INSERT INTO streams (session_id, stream_id, status, continuation, message_ids, created_at, updated_at) "
                 "VALUES (?, ?, 'streaming', ?, ?, ?, ?) ON CONFLICT (session_id, stream_id) DO UPDATE SET "
@@ -73,7 +73,8 @@ class StreamRows(SQLiteConnection):
             return
         with self._write() as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO stream_chunks (session_id, stream_id, seq, body) VALUES (?, ?, ?, ?)",
+                "INSERT INTO stream_chunks (session_id, stream_id, seq, body) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id, stream_id, seq) DO NOTHING",
                 [(session_id, stream_id, first_seq + i, body) for i, body in enumerate(bodies)],
             )
             conn.execute(
@@ -110,7 +111,7 @@ class StreamRows(SQLiteConnection):
             else:
                 row = conn.execute(
                     f"SELECT {_STREAM_COLUMNS} FROM streams WHERE session_id = ? "
-                    "ORDER BY status = 'streaming' DESC, created_at DESC, rowid DESC LIMIT 1",
+                    f"ORDER BY status = 'streaming' DESC, created_at DESC, {self.INSERTION_ORDER} DESC LIMIT 1",
                     (session_id,),
                 ).fetchone()
             return self._stream(conn, row) if row is not None else None

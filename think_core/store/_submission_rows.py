@@ -1,4 +1,4 @@
-"""The ``submissions`` table of the SQLite store: accept (idempotent), claim, renew, apply,
+"""The ``submissions`` table, for every backend: accept (idempotent), claim, renew, apply,
 store the answer with the completion, finish, retake expired leases, requeue.
 
 The store instance is the owner of the rows it claims or retakes (``owner_id``): renewing a
@@ -8,7 +8,6 @@ after its lease expired learns it lost it, and never answers it a second time.""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -16,8 +15,8 @@ from typing import Any
 
 from ..errors import UnknownSubmission
 from ..types import UIMessage
-from ._sqlite_connection import _dumps
-from ._sqlite_journal import SubmissionJournal
+from ._journal_rows import SubmissionJournal
+from ._rows import dumps
 from .base import TERMINAL_SUBMISSION_STATUSES, Submission, SubmissionOwner
 
 _SUBMISSION_COLUMNS = (
@@ -37,7 +36,7 @@ class SubmissionRows(SubmissionJournal):
     """Durable submissions, on the store's connection."""
 
     @staticmethod
-    def _submission(row: sqlite3.Row) -> Submission:
+    def _submission(row: Any) -> Submission:
         metadata = row["metadata"]
         owner = None
         if row["owner"] is not None:
@@ -75,8 +74,8 @@ class SubmissionRows(SubmissionJournal):
         return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
-        self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
-    ) -> sqlite3.Row | None:
+        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...]
+    ) -> Any:
         return conn.execute(
             f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
             (session_id, *args),
@@ -98,7 +97,7 @@ class SubmissionRows(SubmissionJournal):
         messages = list(messages)
         if not messages:
             raise ValueError("submission needs at least one message")
-        payload = _dumps([m.model_dump(mode="json") for m in messages])
+        payload = dumps([m.model_dump(mode="json") for m in messages])
         with self._write() as conn:
             by_id = (
                 self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
@@ -129,7 +128,7 @@ class SubmissionRows(SubmissionJournal):
                     session_id,
                     new_id,
                     idempotency_key,
-                    _dumps(metadata) if metadata is not None else None,
+                    dumps(metadata) if metadata is not None else None,
                     payload,
                     time.time(),
                 ),
@@ -176,9 +175,12 @@ class SubmissionRows(SubmissionJournal):
         seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
         with self._write() as conn:
+            # Row locks where the backend has them: in order, wait for a row another claimer
+            # holds (it is the next one); otherwise skip it for the next pending one.
+            lock = self.LOCK_NEXT if not in_order else self.LOCK_NEXT.replace(" SKIP LOCKED", "")
             row = conn.execute(
                 f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
-                f"AND status IN {statuses} ORDER BY seq LIMIT 1",
+                f"AND status IN {statuses} ORDER BY seq LIMIT 1{lock}",
                 (session_id,),
             ).fetchone()
             if row is None or row["status"] != "pending":
@@ -326,7 +328,7 @@ class SubmissionRows(SubmissionJournal):
         before the takeover, or ``None`` when nothing changed."""
         with self._write() as conn:
             row = self._select_submission(
-                conn, session_id, "submission_id = ? AND status = 'running' AND owner IS ? AND heartbeat_at IS ?",
+                conn, session_id, f"submission_id = ? AND status = 'running' AND owner {self.IS} ? AND heartbeat_at {self.IS} ?",
                 (submission_id, if_owner, if_heartbeat_at),
             )
             if row is None:
