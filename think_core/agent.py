@@ -41,7 +41,8 @@ class Think:
     :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``) and
         :class:`~think_core.mcp.MCPServer` objects (their tools are added when a session opens).
     :param plugins: plugin objects registered after the entry-point plugins (so they run first).
-    :param store: a :class:`~think_core.store.Store`, a SQLite file path, or ``None`` for ``:memory:``.
+    :param store: a :class:`~think_core.store.Store`, a SQLite file path, a ``postgresql://`` URL (the
+        ``postgres`` extra), or ``None`` for ``:memory:``.
     :param settings: per-plugin settings, keyed by plugin name, validated by each plugin's model.
     :param max_steps: model steps per turn at most.
     :param load_entrypoints: load plugins from the ``think`` entry-point group.

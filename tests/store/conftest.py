@@ -2,7 +2,8 @@
 
 ``store`` runs a test once per backend; ``store_factory`` makes several stores over one
 database (for the cross-instance tests), so it runs only on backends that can share one.
-A PostgreSQL backend joins both lists by its name (it needs ``THINK_TEST_POSTGRES_URL``).
+The PostgreSQL backend joins both lists (it needs ``THINK_TEST_POSTGRES_URL``: without it the
+PostgreSQL cases skip, and fail under ``CI=true``); each test gets a fresh schema, dropped after.
 
 Both fixtures hand out a backend seen through the :class:`Store` protocol alone
 (:class:`ProtocolOnly`): a contract test, or shared code it calls such as the submission
@@ -12,8 +13,8 @@ and breaking on the next one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ import pytest
 
 from think_core.store import SQLiteStore, Store
 from think_core.types import UIMessage
+
+from ..support.postgres import fresh_schema, postgres_url
 
 SHARED_BACKENDS = ["sqlite-file", "postgresql"]
 ALL_BACKENDS = ["sqlite-file", "sqlite-memory", "postgresql"]
@@ -64,35 +67,36 @@ def ids(messages: Iterable[UIMessage]) -> list[str]:
     return [m.id for m in messages]
 
 
-def _backend(backend: str, tmp_path: Path) -> Callable[[], Store]:
+@contextmanager
+def _backend(backend: str, tmp_path: Path) -> Iterator[Callable[[], Store]]:
     if backend == "sqlite-file":
         path = tmp_path / "think.db"
-        return lambda: SQLiteStore(path)
-    if backend == "sqlite-memory":
-        return lambda: SQLiteStore(":memory:")
-    if backend == "postgresql":
-        url = os.environ.get("THINK_TEST_POSTGRES_URL")
-        try:
-            from think_core.store.postgres import PostgresStore  # type: ignore[import-not-found]
-        except ImportError:
-            pytest.skip("no PostgreSQL store in this build")
-        if not url:
-            pytest.skip("THINK_TEST_POSTGRES_URL is not set")
-        return lambda: PostgresStore(url, schema=f"t_{tmp_path.name[-40:]}".replace("-", "_"))
-    raise ValueError(backend)
+        yield lambda: SQLiteStore(path)
+    elif backend == "sqlite-memory":
+        yield lambda: SQLiteStore(":memory:")
+    elif backend == "postgresql":
+        url = postgres_url()
+        from think_core.store.postgres import PostgresStore
+
+        with fresh_schema(url) as schema:
+            yield lambda: PostgresStore(url, schema=schema)
+    else:
+        raise ValueError(backend)
 
 
-def _factory(backend: str, tmp_path: Path) -> StoreFactory:
-    open_backend = _backend(backend, tmp_path)
-    return lambda: ProtocolOnly(open_backend())
+@contextmanager
+def _factory(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
+    with _backend(backend, tmp_path) as open_backend:
+        yield lambda: ProtocolOnly(open_backend())
 
 
 @pytest.fixture(params=SHARED_BACKENDS)
-def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    return _factory(request.param, tmp_path)
+def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    with _factory(request.param, tmp_path) as factory:
+        yield factory
 
 
 @pytest.fixture(params=ALL_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with _factory(request.param, tmp_path)() as opened:
+    with _factory(request.param, tmp_path) as factory, factory() as opened:
         yield opened  # type: ignore[misc]

@@ -29,7 +29,7 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         f"(offline, scripted) (default: ${DEFAULT_MODEL_ENV}, then think.toml)",
     )
     parser.add_argument(
-        "--db", default=None, help=f"SQLite file for conversations (default: {DEFAULT_DB} in think's data directory, $THINK_HOME)"
+        "--db", default=None, help=f"SQLite file (or postgresql:// URL) for conversations (default: {DEFAULT_DB} in think's data directory, $THINK_HOME)"
     )
     parser.add_argument("--system", default=None, help="system prompt")
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
         if args.session not in known:
             close = difflib.get_close_matches(args.session, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            print(f"think history: no session {args.session!r} in {store.path}{hint}", file=sys.stderr)
+            print(f"think history: no session {args.session!r} in {store.location}{hint}", file=sys.stderr)
             return 1
         messages = store.list_messages(args.session)
     if args.json:

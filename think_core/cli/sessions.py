@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0
     if not rows:
-        print(f"no conversations in {store.path}")
+        print(f"no conversations in {store.location}")
     width = max((len(s.session_id) for s in summaries), default=0)
     for row in rows:
         first = " ".join(str(row["first"] or "").split())

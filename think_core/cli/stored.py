@@ -5,18 +5,23 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from ..errors import ConfigurationError
 from ..paths import data_dir
-from ..store import SQLiteStore
+from ..store import SQLiteStore, open_store
+from ..store.aio import is_postgres_url
 from ..types import UIMessage
 from .config import load_config
+
+if TYPE_CHECKING:
+    from ..store.postgres import PostgresStore
 
 DEFAULT_DB = "think.db"
 
 
 def add_db_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--db", default=None, help=f"SQLite file of the conversations (default: {DEFAULT_DB} in think's data directory)")
+    parser.add_argument("--db", default=None, help=f"SQLite file (or postgresql:// URL) of the conversations (default: {DEFAULT_DB} in think's data directory)")
     parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
 
 
@@ -25,9 +30,13 @@ def stored_db(args: argparse.Namespace) -> Path:
     return Path(args.db or load_config(args.config).think.db or data_dir() / DEFAULT_DB)
 
 
-def open_stored(args: argparse.Namespace) -> SQLiteStore:
-    """The store at :func:`stored_db`; a :class:`ConfigurationError` when there is no such file
-    (reading must not create an empty database)."""
+def open_stored(args: argparse.Namespace) -> SQLiteStore | PostgresStore:
+    """The store at :func:`stored_db`, or the PostgreSQL database ``--db`` names; a
+    :class:`ConfigurationError` when there is no such file (reading must not create an empty
+    database)."""
+    url = args.db or load_config(args.config).think.db
+    if is_postgres_url(url):
+        return cast("PostgresStore", open_store(url))
     path = stored_db(args)
     if not path.is_file():
         raise ConfigurationError(f"no conversations stored yet: {path} does not exist")

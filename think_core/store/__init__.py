@@ -1,5 +1,8 @@
 """Persistence: the :class:`Store` protocol (``base``), the overlay algebra every backend shares
-(``overlays``), the embedded SQLite backend (``sqlite``) and the async facade (``aio``)."""
+(``overlays``), the embedded SQLite backend (``sqlite``), the PostgreSQL backend (``postgres``,
+imported on first use: it needs the ``postgres`` extra) and the async facade (``aio``)."""
+
+from typing import TYPE_CHECKING, Any
 
 from .aio import AsyncStore, open_store
 from .base import (
@@ -16,6 +19,9 @@ from .base import (
 )
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
 __all__ = [
     "COMPACTION_ROLE",
     "COMPACTION_SUMMARY_PREFIX",
@@ -24,6 +30,7 @@ __all__ = [
     "AsyncStore",
     "Compaction",
     "JournalEntry",
+    "PostgresStore",
     "SQLiteStore",
     "Store",
     "StreamInfo",
@@ -32,3 +39,11 @@ __all__ = [
     "SubmissionStatus",
     "open_store",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":  # psycopg only when asked for
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

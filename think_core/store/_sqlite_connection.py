@@ -230,6 +230,11 @@ class SQLiteConnection(RowsBase):
         return f"{type(self).__name__}({self.path!r})"
 
     @property
+    def location(self) -> str:
+        """Where the rows are, for messages to the user."""
+        return self.path
+
+    @property
     def in_memory(self) -> bool:
         """No file, so no other process can hold a lock on it."""
         return _is_memory(self.path)

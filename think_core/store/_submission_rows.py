@@ -74,12 +74,33 @@ class SubmissionRows(SubmissionJournal):
         return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
-        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...]
+        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...], *, lock: bool = False
     ) -> Any:
+        """One row; ``lock``: locked until the transaction ends (the caller writes it next)."""
         return conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}"
+            + (self.LOCK_ROWS if lock else ""),
             (session_id, *args),
         ).fetchone()
+
+    def _existing_submission(
+        self, conn: Any, session_id: str, submission_id: str | None, idempotency_key: str | None
+    ) -> Any:
+        """The row ``submission_id`` or ``idempotency_key`` names, if any (``ValueError`` when
+        they name two different rows)."""
+        by_id = (
+            self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+            if submission_id is not None
+            else None
+        )
+        by_key = (
+            self._select_submission(conn, session_id, "idempotency_key = ?", (idempotency_key,))
+            if idempotency_key is not None
+            else None
+        )
+        if by_id is not None and by_key is not None and by_id["submission_id"] != by_key["submission_id"]:
+            raise ValueError("submission_id and idempotency_key refer to different submissions")
+        return by_id if by_id is not None else by_key
 
     def create_submission(
         self,
@@ -99,31 +120,16 @@ class SubmissionRows(SubmissionJournal):
             raise ValueError("submission needs at least one message")
         payload = dumps([m.model_dump(mode="json") for m in messages])
         with self._write() as conn:
-            by_id = (
-                self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
-                if submission_id is not None
-                else None
-            )
-            by_key = (
-                self._select_submission(
-                    conn, session_id, "idempotency_key = ?", (idempotency_key,)
-                )
-                if idempotency_key is not None
-                else None
-            )
-            if by_id is not None and by_key is not None:
-                if by_id["submission_id"] != by_key["submission_id"]:
-                    raise ValueError(
-                        "submission_id and idempotency_key refer to different submissions"
-                    )
-            existing = by_id if by_id is not None else by_key
+            existing = self._existing_submission(conn, session_id, submission_id, idempotency_key)
             if existing is not None:
                 return self._submission(existing), False
             self._ensure(conn, session_id)
             new_id = submission_id if submission_id is not None else uuid.uuid4().hex
-            conn.execute(
+            # A concurrent accept of the same id or key (a backend without a write lock taken
+            # at BEGIN) commits first: this insert then does nothing, and its row is the answer.
+            inserted = conn.execute(
                 "INSERT INTO submissions (session_id, submission_id, idempotency_key, status, "
-                "metadata, messages, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+                "metadata, messages, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT DO NOTHING",
                 (
                     session_id,
                     new_id,
@@ -132,7 +138,11 @@ class SubmissionRows(SubmissionJournal):
                     payload,
                     time.time(),
                 ),
-            )
+            ).rowcount
+            if not inserted:
+                existing = self._existing_submission(conn, session_id, submission_id, idempotency_key)
+                assert existing is not None
+                return self._submission(existing), False
             row = self._select_submission(conn, session_id, "submission_id = ?", (new_id,))
             assert row is not None
             return self._submission(row), True
@@ -177,7 +187,7 @@ class SubmissionRows(SubmissionJournal):
         with self._write() as conn:
             # Row locks where the backend has them: in order, wait for a row another claimer
             # holds (it is the next one); otherwise skip it for the next pending one.
-            lock = self.LOCK_NEXT if not in_order else self.LOCK_NEXT.replace(" SKIP LOCKED", "")
+            lock = self.LOCK_ROWS if in_order else self.LOCK_NEXT
             row = conn.execute(
                 f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
                 f"AND status IN {statuses} ORDER BY seq LIMIT 1{lock}",
@@ -252,7 +262,7 @@ class SubmissionRows(SubmissionJournal):
         applied, in one transaction. Returns the messages actually appended. Raises
         :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
         with self._write() as conn:
-            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,), lock=True)
             if row is None:
                 raise UnknownSubmission(submission_id, session_id)
             sub = self._submission(row)
@@ -298,7 +308,7 @@ class SubmissionRows(SubmissionJournal):
         with self._write() as conn:
             rows = conn.execute(
                 f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
-                "AND status = 'running' ORDER BY seq",
+                f"AND status = 'running' ORDER BY seq{self.LOCK_ROWS}",
                 (session_id,),
             ).fetchall()
             taken = []
@@ -329,7 +339,7 @@ class SubmissionRows(SubmissionJournal):
         with self._write() as conn:
             row = self._select_submission(
                 conn, session_id, f"submission_id = ? AND status = 'running' AND owner {self.IS} ? AND heartbeat_at {self.IS} ?",
-                (submission_id, if_owner, if_heartbeat_at),
+                (submission_id, if_owner, if_heartbeat_at), lock=True,
             )
             if row is None:
                 return None

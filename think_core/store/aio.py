@@ -14,24 +14,46 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from ..errors import ConfigurationError
 from .base import Store
 from .sqlite import SQLiteStore
 
-__all__ = ["AsyncStore", "open_store"]
+__all__ = ["AsyncStore", "is_postgres_url", "open_store"]
+
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 T = TypeVar("T")
 
 
+def is_postgres_url(spec: object) -> bool:
+    return isinstance(spec, str) and spec.startswith(POSTGRES_SCHEMES)
+
+
 def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:
-    """A store from a spec: ``None`` → an in-memory SQLite store; a path (or ``":memory:"``
-    or a ``file:`` URI) → :class:`SQLiteStore`; a store → itself."""
+    """A store from a spec: ``None`` → an in-memory SQLite store; a ``postgresql://`` (or
+    ``postgres://``) URL → :class:`~think_core.store.postgres.PostgresStore` (the ``postgres``
+    extra); a path (or ``":memory:"`` or a ``file:`` URI) → :class:`SQLiteStore`; a store → itself."""
     if spec is None:
         return SQLiteStore(":memory:")
+    if isinstance(spec, str) and is_postgres_url(spec):
+        return _postgres_store(spec)
     if isinstance(spec, (str, os.PathLike)):
         return SQLiteStore(spec)
     if isinstance(spec, Store):
         return spec
     raise TypeError(f"cannot open a store from {spec!r}")
+
+
+def _postgres_store(url: str) -> Store:
+    # Imported here: psycopg is an optional extra, and SQLite users never load it.
+    try:
+        from .postgres import PostgresStore
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"a postgresql:// store needs the 'postgres' extra ({exc.name or exc} is missing): "
+            "pip install 'think-agent[postgres]'"
+        ) from exc
+    return PostgresStore(url)
 
 
 class AsyncStore:
