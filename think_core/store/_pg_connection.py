@@ -212,6 +212,7 @@ class PgConnection(RowsBase):
     ) -> None:
         self.url = url
         self.schema = schema or "think"
+        self._connect_timeout = connect_timeout
         self._init_owner(host)
         self._closed = False
         self._close_lock = threading.Lock()
@@ -245,7 +246,8 @@ class PgConnection(RowsBase):
         """Create the schema and its tables, or bring them up to :data:`SCHEMA_VERSION`, on a
         connection of its own. Stores opening at once take turns (a transaction-level advisory
         lock per schema), so only one of them creates the tables."""
-        with psycopg.connect(self.url) as conn, conn.transaction():
+        # libpq's own connect_timeout: an unreachable server fails here, not after the OS gives up.
+        with psycopg.connect(self.url, connect_timeout=max(2, round(self._connect_timeout))) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"think-migrate:{self.schema}",))
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(self.schema)))
             self._set_search_path(conn)
