@@ -2,7 +2,7 @@
 
 ``store`` runs a test once per backend; ``store_factory`` makes several stores over one
 database (for the cross-instance tests), so it runs only on backends that can share one.
-A PostgreSQL backend joins both lists by its name (it needs ``THINK_TEST_POSTGRES_URL``).
+The PostgreSQL backend needs ``THINK_TEST_POSTGRES_URL`` (see :mod:`tests.support.postgres`).
 
 Both fixtures hand out a backend seen through the :class:`Store` protocol alone
 (:class:`ProtocolOnly`): a contract test, or shared code it calls such as the submission
@@ -12,13 +12,13 @@ and breaking on the next one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.postgres import postgres_url
 from think_core.store import SQLiteStore, Store
 from think_core.types import UIMessage
 
@@ -71,13 +71,9 @@ def _backend(backend: str, tmp_path: Path) -> Callable[[], Store]:
     if backend == "sqlite-memory":
         return lambda: SQLiteStore(":memory:")
     if backend == "postgresql":
-        url = os.environ.get("THINK_TEST_POSTGRES_URL")
-        try:
-            from think_core.store.postgres import PostgresStore  # type: ignore[import-not-found]
-        except ImportError:
-            pytest.skip("no PostgreSQL store in this build")
-        if not url:
-            pytest.skip("THINK_TEST_POSTGRES_URL is not set")
+        from think_core.store.postgres import PostgresStore
+
+        url = postgres_url()
         return lambda: PostgresStore(url, schema=f"t_{tmp_path.name[-40:]}".replace("-", "_"))
     raise ValueError(backend)
 

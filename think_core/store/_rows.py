@@ -65,7 +65,9 @@ class RowsBase:
             id=self.owner_id, host=process.host, pid=process.pid, started=process.started, namespace=process.namespace
         )
 
-    def _write(self) -> AbstractContextManager[Any]:
+    def _write(self, session_id: str | None = None) -> AbstractContextManager[Any]:
+        """A write transaction; ``session_id`` names the session whose rows it changes (a
+        backend may serialise writes per session rather than per database)."""
         raise NotImplementedError
 
     def _read(self) -> AbstractContextManager[Any]:

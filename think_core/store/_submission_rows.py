@@ -98,7 +98,7 @@ class SubmissionRows(SubmissionJournal):
         if not messages:
             raise ValueError("submission needs at least one message")
         payload = dumps([m.model_dump(mode="json") for m in messages])
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             by_id = (
                 self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
                 if submission_id is not None
@@ -174,7 +174,7 @@ class SubmissionRows(SubmissionJournal):
         session's submissions run one after the other in acceptance order. ``lease``: the
         seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             # Row locks where the backend has them: in order, wait for a row another claimer
             # holds (it is the next one); otherwise skip it for the next pending one.
             lock = self.LOCK_NEXT if not in_order else self.LOCK_NEXT.replace(" SKIP LOCKED", "")
@@ -198,7 +198,7 @@ class SubmissionRows(SubmissionJournal):
         """Renew the lease of a ``running`` submission this store owns: recovery in another
         process leaves a row alone while its heartbeat is fresh. Returns whether the row is
         still running and still ours."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ? "
@@ -222,7 +222,7 @@ class SubmissionRows(SubmissionJournal):
         if status not in TERMINAL_SUBMISSION_STATUSES:
             raise ValueError(f"status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}")
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ?, answer_message_id = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'running' AND owner = ?",
@@ -238,7 +238,7 @@ class SubmissionRows(SubmissionJournal):
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
         ``False`` if the row does not exist or was already marked."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET messages_applied_at = ? WHERE session_id = ? "
@@ -251,7 +251,7 @@ class SubmissionRows(SubmissionJournal):
         """Append the submission's messages to the session (idempotent by id) and mark it
         applied, in one transaction. Returns the messages actually appended. Raises
         :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:
                 raise UnknownSubmission(submission_id, session_id)
@@ -276,7 +276,7 @@ class SubmissionRows(SubmissionJournal):
             raise ValueError(
                 f"finish status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}"
             )
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
                 "WHERE session_id = ? AND submission_id = ? "
@@ -295,7 +295,7 @@ class SubmissionRows(SubmissionJournal):
         for the caller in the same transaction, so two processes never retake the same row.
         Returns them in acceptance order; what to do with each is the caller's decision."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             rows = conn.execute(
                 f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
@@ -326,7 +326,7 @@ class SubmissionRows(SubmissionJournal):
         heartbeat at ``if_heartbeat_at`` (what the caller saw when it judged the owner dead or
         its lease expired): an owner that renewed meanwhile keeps it. Returns the row as it was
         before the takeover, or ``None`` when nothing changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             row = self._select_submission(
                 conn, session_id, f"submission_id = ? AND status = 'running' AND owner {self.IS} ? AND heartbeat_at {self.IS} ?",
                 (submission_id, if_owner, if_heartbeat_at),
@@ -350,7 +350,7 @@ class SubmissionRows(SubmissionJournal):
     def requeue_submission(self, session_id: str, submission_id: str) -> bool:
         """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
         again from the start). Returns whether a row changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET status = 'pending', started_at = NULL "
