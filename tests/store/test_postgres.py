@@ -19,7 +19,7 @@ import pytest
 
 pytest.importorskip("psycopg")
 
-from tests.support.postgres import postgres_url  # noqa: E402
+from tests.support.postgres import drop_schema, postgres_url  # noqa: E402
 from think_core import ScriptedModel, Step, Think, hookimpl  # noqa: E402
 from think_core.store import open_store  # noqa: E402
 from think_core.store.postgres import SCHEMA_VERSION, PostgresStore  # noqa: E402
@@ -30,10 +30,7 @@ from think_core.types import UIMessage  # noqa: E402
 def schema() -> Iterator[str]:
     name = f"store_{uuid.uuid4().hex[:12]}"
     yield name
-    import psycopg
-
-    with psycopg.connect(postgres_url(), autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    drop_schema(postgres_url(), name)
 
 
 def user(mid: str) -> UIMessage:
