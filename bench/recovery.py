@@ -7,11 +7,13 @@ once it streams, the worker is SIGKILLed. Nobody opens the session again: the pr
 it open notices the orphan and answers it. Recovery time runs from the kill until the
 submission is completed (the recovered turn itself is a one-step scripted answer).
 
+With ``--pg URL`` the same rounds run on PostgreSQL too (a fresh schema each round).
+
 Two kinds of owner: ``same-host`` (the worker records this machine: its death is seen at once,
 whatever the lease) and ``foreign`` (the worker records another host name, so only the lease
 can tell: recovery waits for it).
 
-    python bench/recovery.py [--rounds 10] [--lease 3]
+    python bench/recovery.py [--rounds 10] [--lease 3] [--pg postgresql://...]
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from think_core import Think, hookimpl  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step  # noqa: E402
-from think_core.store import SQLiteStore, Submission  # noqa: E402
+from think_core.store import SQLiteStore, Store, Submission  # noqa: E402
 
 SESSION = "s"
 QUESTION_ID = "q1"
@@ -55,9 +57,19 @@ class AnnounceStreaming:
             print("streaming", flush=True)
 
 
+def open_db(db: str, host: str | None = None) -> Store:
+    """``db`` is a SQLite path, or ``URL#schema`` for PostgreSQL."""
+    if db.startswith("postgresql://"):
+        from think_core.store.postgres import PostgresStore
+
+        url, _, schema = db.partition("#")
+        return PostgresStore(url, schema=schema or None, host=host)
+    return SQLiteStore(db, host=host)
+
+
 async def _work(db: str, lease: float, host: str | None) -> None:
     agent = Think(
-        ScriptedModel([Step(text=SLOW_ANSWER)], delay=0.05), store=SQLiteStore(db, host=host),
+        ScriptedModel([Step(text=SLOW_ANSWER)], delay=0.05), store=open_db(db, host),
         plugins=[AnnounceStreaming()], load_entrypoints=False, submission_lease=lease,
     )
     session = agent.session(SESSION)
@@ -76,7 +88,7 @@ def start_worker(db: str, lease: float, host: str | None = None) -> subprocess.P
 
 def holder(db: str, lease: float) -> Think:
     """The agent of the process that keeps the session open."""
-    return Think(ScriptedModel([Step(text=RECOVERED_ANSWER)]), store=db, load_entrypoints=False, submission_lease=lease)
+    return Think(ScriptedModel([Step(text=RECOVERED_ANSWER)]), store=open_db(db), load_entrypoints=False, submission_lease=lease)
 
 
 @dataclass
@@ -112,14 +124,16 @@ async def kill_and_recover(db: str, lease: float, host: str | None, deadline: fl
     return agent, Recovery(done.completed_at - killed_at if done.completed_at else float("nan"), before, done, killed_at)
 
 
-async def measure(rounds: int, lease: float) -> dict[str, list[float]]:
-    figures: dict[str, list[float]] = {"same-host": [], "foreign": []}
-    for kind, host in (("same-host", None), ("foreign", "another-machine")):
-        for _ in range(rounds):
-            with tempfile.TemporaryDirectory(prefix="think-recovery-") as workdir:
-                agent, recovery = await kill_and_recover(os.path.join(workdir, "think.db"), lease, host)
-                await agent.aclose()
-            figures[kind].append(recovery.seconds)
+async def measure(rounds: int, lease: float, pg: str | None) -> dict[tuple[str, str], list[float]]:
+    figures: dict[tuple[str, str], list[float]] = {}
+    for store in ("SQLite", "PostgreSQL") if pg else ("SQLite",):
+        for kind, host in (("same host", None), ("foreign", "another-machine")):
+            for i in range(rounds):
+                with tempfile.TemporaryDirectory(prefix="think-recovery-") as workdir:
+                    db = os.path.join(workdir, "think.db") if store == "SQLite" else f"{pg}#recovery_{os.getpid()}_{i}_{kind[0]}"
+                    agent, recovery = await kill_and_recover(db, lease, host)
+                    await agent.aclose()
+                figures.setdefault((store, kind), []).append(recovery.seconds)
     return figures
 
 
@@ -132,17 +146,18 @@ def main() -> None:
     worker.add_argument("--host", default=None)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--lease", type=float, default=3.0)
+    parser.add_argument("--pg", default=None, help="also measure on this PostgreSQL server (URL)")
     args = parser.parse_args()
     if args.command == "worker":
         asyncio.run(_work(args.db, args.lease, args.host))
         return
     from _common import machine, percentile, table
 
-    figures = asyncio.run(measure(args.rounds, args.lease))
+    figures = asyncio.run(measure(args.rounds, args.lease, args.pg))
     print(machine())
     print(f"\nrounds={args.rounds} per owner kind, lease={args.lease:g}s\n")
-    rows = [[kind, len(v), f"{percentile(v, 0.5):.2f}", f"{max(v):.2f}"] for kind, v in figures.items()]
-    print(table(["owner", "rounds", "p50 s", "max s"], rows))
+    rows = [[store, kind, len(v), f"{percentile(v, 0.5):.2f}", f"{max(v):.2f}"] for (store, kind), v in figures.items()]
+    print(table(["store", "owner", "rounds", "p50 s", "max s"], rows))
 
 
 if __name__ == "__main__":

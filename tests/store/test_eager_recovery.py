@@ -10,9 +10,13 @@ import importlib.util
 import os
 import socket
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.support.postgres import drop_schema, postgres_url
 from think_core.process_identity import this_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,13 +27,23 @@ sys.modules["bench_recovery"] = bench
 _spec.loader.exec_module(bench)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the worker and this process keep the session: a SQLite file, or a PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "t.db")
+    url, schema = postgres_url(), f"recovery_{uuid.uuid4().hex[:12]}"
+    request.addfinalizer(lambda: drop_schema(url, schema))
+    return f"{url}#{schema}"
+
+
 async def _history(agent: Any) -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in await agent.session(bench.SESSION).messages()]
 
 
-async def test_a_dead_owner_on_this_host_is_recovered_without_waiting_for_its_lease(tmp_path: Path) -> None:
+async def test_a_dead_owner_on_this_host_is_recovered_without_waiting_for_its_lease(db: str) -> None:
     lease = 120.0  # far longer than the test may wait: only seeing the owner gone can recover it in time
-    agent, recovery = await bench.kill_and_recover(str(tmp_path / "t.db"), lease, None, deadline=60.0)
+    agent, recovery = await bench.kill_and_recover(db, lease, None, deadline=60.0)
     try:
         before, after = recovery.before_kill, recovery.after
         me = this_process()
@@ -44,9 +58,9 @@ async def test_a_dead_owner_on_this_host_is_recovered_without_waiting_for_its_le
         await agent.aclose()
 
 
-async def test_a_foreign_owner_is_recovered_once_its_lease_expired_and_not_before(tmp_path: Path) -> None:
+async def test_a_foreign_owner_is_recovered_once_its_lease_expired_and_not_before(db: str) -> None:
     lease = 3.0
-    agent, recovery = await bench.kill_and_recover(str(tmp_path / "t.db"), lease, "another-machine", deadline=60.0)
+    agent, recovery = await bench.kill_and_recover(db, lease, "another-machine", deadline=60.0)
     try:
         before, after = recovery.before_kill, recovery.after
         assert before.owner is not None and before.owner.host == "another-machine"

@@ -1,6 +1,5 @@
-"""The PostgreSQL server the tests use: ``$THINK_TEST_POSTGRES_URL`` (``.ci/run`` starts one with
-``bench/pg_local.sh``). Locally, without it, PostgreSQL tests skip saying why; in CI
-(``CI=true``) that is a failure, never a skip."""
+"""The PostgreSQL server the tests use: ``THINK_TEST_POSTGRES_URL`` (``.ci/run`` starts a
+throw-away one). Without it PostgreSQL tests skip — except under CI, where they must run."""
 
 from __future__ import annotations
 
@@ -8,40 +7,38 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import urlsplit
 
 import pytest
 
-URL_ENV = "THINK_TEST_POSTGRES_URL"
-
 
 def postgres_url() -> str:
-    """The test server's URL, once psycopg is importable; else skip (fail under CI)."""
-    url = os.environ.get(URL_ENV)
-    missing = None
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError:
-        missing = "psycopg is not installed (pip install -e '.[postgres]')"
-    if missing is None and not url:
-        missing = f"${URL_ENV} is not set (start a server: url=$(bench/pg_local.sh start DIR))"
-    if missing is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the PostgreSQL tests, but {missing}")
-        pytest.skip(missing)
-    assert url is not None
-    return url
+    url = os.environ.get("THINK_TEST_POSTGRES_URL")
+    if url:
+        return url
+    if os.environ.get("CI") == "true":
+        pytest.fail("THINK_TEST_POSTGRES_URL is not set under CI: .ci/run must start PostgreSQL for these tests")
+    pytest.skip("THINK_TEST_POSTGRES_URL is not set (bench/pg_local.sh starts a throw-away PostgreSQL)")
 
 
 @contextmanager
-def fresh_schema(url: str, prefix: str = "t") -> Iterator[str]:
-    """A schema name no one used yet; the schema (if a store created it) is dropped afterwards."""
+def fresh_database() -> Iterator[str]:
+    """A new, empty database on the test server (its URL), dropped afterwards."""
     import psycopg
-    from psycopg import sql
 
-    schema = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = postgres_url()
+    name = f"think_test_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield schema
+        yield urlsplit(url)._replace(path=f"/{name}").geturl()
     finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

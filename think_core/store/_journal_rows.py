@@ -20,7 +20,7 @@ class SubmissionJournal(RowsBase):
         the transaction that advances its progress marker and renews its lease. Returns
         ``False``, writing nothing, when the row is not running or not ours."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             if not conn.execute(
                 "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
                 "AND submission_id = ? AND status = 'running' AND owner = ?",

@@ -5,8 +5,7 @@ The row classes (``_session_rows``, ``_submission_rows``, ``_journal_rows``, ``_
 are written once, in SQL that SQLite and PostgreSQL both run, with ``?`` placeholders (the
 PostgreSQL connection translates them). Where the two differ a backend sets a class attribute:
 :attr:`RowsBase.IS` (null-safe equality), :attr:`RowsBase.INSERTION_ORDER` (the column that
-orders rows by insertion), :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row it reads) and
-:attr:`RowsBase.LOCK_ROWS` (how a read-then-write locks the rows it reads).
+orders rows by insertion) and :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row it reads).
 """
 
 from __future__ import annotations
@@ -53,9 +52,6 @@ class RowsBase:
     INSERTION_ORDER = "rowid"
     #: Appended to the query that reads the next submission to claim (row locks, where there are any).
     LOCK_NEXT = ""
-    #: Appended to a read whose rows the transaction then writes (SQLite: its write lock, taken
-    #: at BEGIN, already keeps every other writer out).
-    LOCK_ROWS = ""
 
     owner_id: str
     owner: SubmissionOwner
@@ -69,7 +65,9 @@ class RowsBase:
             id=self.owner_id, host=process.host, pid=process.pid, started=process.started, namespace=process.namespace
         )
 
-    def _write(self) -> AbstractContextManager[Any]:
+    def _write(self, session_id: str | None = None) -> AbstractContextManager[Any]:
+        """A write transaction; ``session_id`` names the session whose rows it changes (a
+        backend may serialise writes per session rather than per database)."""
         raise NotImplementedError
 
     def _read(self) -> AbstractContextManager[Any]:

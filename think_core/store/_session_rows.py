@@ -26,7 +26,7 @@ class SessionRows(RowsBase):
     """A session's messages, compactions and state, on the backend's connection."""
 
     def ensure_session(self, session_id: str) -> None:
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             self._ensure(conn, session_id)
 
     # ------------------------------------------------------------------ sessions
@@ -72,14 +72,14 @@ class SessionRows(RowsBase):
         """Append at the end, idempotent by id: a message whose id is already stored in the
         session (or repeated within ``messages``) is skipped. Returns the ones appended."""
         messages = list(messages)
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             self._ensure(conn, session_id)
             return self._insert_messages(conn, session_id, messages)
 
     def upsert_message(self, session_id: str, message: UIMessage) -> None:
         """Insert at the end, or replace the stored message with this id in place (its
         position is kept)."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             self._upsert_message(conn, session_id, message, time.time())
 
     def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int:
@@ -89,7 +89,7 @@ class SessionRows(RowsBase):
         if not ids:
             return 0
         deleted = 0
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             for message_id in ids:
                 deleted += conn.execute(
                     "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
@@ -104,7 +104,7 @@ class SessionRows(RowsBase):
 
     def clear_messages(self, session_id: str) -> None:
         """Delete every message and every compaction of the session."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
 
@@ -118,7 +118,7 @@ class SessionRows(RowsBase):
         synthetic ``compaction_<n>`` message seen in :meth:`history`; it stands for that
         overlay's first / last message. Raises ``ValueError`` for unknown ids or a reversed
         range."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             ids = self._message_ids(conn, session_id)
             overlays = effective_overlays(ids, self._compactions(conn, session_id))
             try:
@@ -183,7 +183,7 @@ class SessionRows(RowsBase):
 
     def set_state(self, session_id: str, key: str, value: Any) -> None:
         """Store a JSON-serialisable value; ``None`` deletes the key."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             if value is None:
                 conn.execute(
                     "DELETE FROM state WHERE session_id = ? AND key = ?", (session_id, key)

@@ -183,8 +183,8 @@ class SQLiteConnection(RowsBase):
             raise RuntimeError("store is closed")
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: the write lock is taken at BEGIN (waits up to busy_timeout)."""
+    def _write(self, session_id: str | None = None) -> Iterator[sqlite3.Connection]:
+        """A write transaction: the database's write lock is taken at BEGIN (waits up to busy_timeout)."""
         with self._lock:
             self._check_open()
             conn = self._conn

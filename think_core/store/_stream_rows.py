@@ -42,7 +42,7 @@ class StreamRows(RowsBase):
         """Start the stream ``stream_id`` — or take it up again, chunks kept, when it exists (a
         turn resumed after a restart). Starting a new one forgets the session's finished ones."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             self._ensure(conn, session_id)
             finished = [
                 r[0]
@@ -64,18 +64,14 @@ class StreamRows(RowsBase):
             row = conn.execute(
                 f"SELECT {_STREAM_COLUMNS} FROM streams WHERE session_id = ? AND stream_id = ?", (session_id, stream_id)
             ).fetchone()
-            self._stream_opened(conn, session_id, stream_id)
             return self._stream(conn, row)
-
-    def _stream_opened(self, conn: Any, session_id: str, stream_id: str) -> None:
-        """Called in the transaction that opens a stream (a shared backend tells its peers)."""
 
     def append_stream_chunks(self, session_id: str, stream_id: str, first_seq: int, bodies: Sequence[str]) -> None:
         """Store ``bodies`` as chunks ``first_seq, first_seq + 1, …`` (a chunk already stored
         under a seq is kept: appending is idempotent)."""
         if not bodies:
             return
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             conn.executemany(
                 "INSERT INTO stream_chunks (session_id, stream_id, seq, body) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (session_id, stream_id, seq) DO NOTHING",
@@ -88,7 +84,7 @@ class StreamRows(RowsBase):
 
     def truncate_stream(self, session_id: str, stream_id: str, length: int) -> None:
         """Keep only the first ``length`` chunks."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             conn.execute(
                 "DELETE FROM stream_chunks WHERE session_id = ? AND stream_id = ? AND seq >= ?",
                 (session_id, stream_id, length),
@@ -96,7 +92,7 @@ class StreamRows(RowsBase):
 
     def finish_stream(self, session_id: str, stream_id: str, status: str) -> bool:
         """Record the stream's outcome; ``False`` when there is no such stream."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE streams SET status = ?, updated_at = ? WHERE session_id = ? AND stream_id = ?",

@@ -74,33 +74,12 @@ class SubmissionRows(SubmissionJournal):
         return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
-        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...], *, lock: bool = False
+        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...]
     ) -> Any:
-        """One row; ``lock``: locked until the transaction ends (the caller writes it next)."""
         return conn.execute(
-            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}"
-            + (self.LOCK_ROWS if lock else ""),
+            f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
             (session_id, *args),
         ).fetchone()
-
-    def _existing_submission(
-        self, conn: Any, session_id: str, submission_id: str | None, idempotency_key: str | None
-    ) -> Any:
-        """The row ``submission_id`` or ``idempotency_key`` names, if any (``ValueError`` when
-        they name two different rows)."""
-        by_id = (
-            self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
-            if submission_id is not None
-            else None
-        )
-        by_key = (
-            self._select_submission(conn, session_id, "idempotency_key = ?", (idempotency_key,))
-            if idempotency_key is not None
-            else None
-        )
-        if by_id is not None and by_key is not None and by_id["submission_id"] != by_key["submission_id"]:
-            raise ValueError("submission_id and idempotency_key refer to different submissions")
-        return by_id if by_id is not None else by_key
 
     def create_submission(
         self,
@@ -119,17 +98,32 @@ class SubmissionRows(SubmissionJournal):
         if not messages:
             raise ValueError("submission needs at least one message")
         payload = dumps([m.model_dump(mode="json") for m in messages])
-        with self._write() as conn:
-            existing = self._existing_submission(conn, session_id, submission_id, idempotency_key)
+        with self._write(session_id) as conn:
+            by_id = (
+                self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
+                if submission_id is not None
+                else None
+            )
+            by_key = (
+                self._select_submission(
+                    conn, session_id, "idempotency_key = ?", (idempotency_key,)
+                )
+                if idempotency_key is not None
+                else None
+            )
+            if by_id is not None and by_key is not None:
+                if by_id["submission_id"] != by_key["submission_id"]:
+                    raise ValueError(
+                        "submission_id and idempotency_key refer to different submissions"
+                    )
+            existing = by_id if by_id is not None else by_key
             if existing is not None:
                 return self._submission(existing), False
             self._ensure(conn, session_id)
             new_id = submission_id if submission_id is not None else uuid.uuid4().hex
-            # A concurrent accept of the same id or key (a backend without a write lock taken
-            # at BEGIN) commits first: this insert then does nothing, and its row is the answer.
-            inserted = conn.execute(
+            conn.execute(
                 "INSERT INTO submissions (session_id, submission_id, idempotency_key, status, "
-                "metadata, messages, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT DO NOTHING",
+                "metadata, messages, created_at) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
                 (
                     session_id,
                     new_id,
@@ -138,11 +132,7 @@ class SubmissionRows(SubmissionJournal):
                     payload,
                     time.time(),
                 ),
-            ).rowcount
-            if not inserted:
-                existing = self._existing_submission(conn, session_id, submission_id, idempotency_key)
-                assert existing is not None
-                return self._submission(existing), False
+            )
             row = self._select_submission(conn, session_id, "submission_id = ?", (new_id,))
             assert row is not None
             return self._submission(row), True
@@ -184,10 +174,10 @@ class SubmissionRows(SubmissionJournal):
         session's submissions run one after the other in acceptance order. ``lease``: the
         seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             # Row locks where the backend has them: in order, wait for a row another claimer
             # holds (it is the next one); otherwise skip it for the next pending one.
-            lock = self.LOCK_ROWS if in_order else self.LOCK_NEXT
+            lock = self.LOCK_NEXT if not in_order else self.LOCK_NEXT.replace(" SKIP LOCKED", "")
             row = conn.execute(
                 f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
                 f"AND status IN {statuses} ORDER BY seq LIMIT 1{lock}",
@@ -208,7 +198,7 @@ class SubmissionRows(SubmissionJournal):
         """Renew the lease of a ``running`` submission this store owns: recovery in another
         process leaves a row alone while its heartbeat is fresh. Returns whether the row is
         still running and still ours."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ? "
@@ -232,7 +222,7 @@ class SubmissionRows(SubmissionJournal):
         if status not in TERMINAL_SUBMISSION_STATUSES:
             raise ValueError(f"status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}")
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ?, answer_message_id = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'running' AND owner = ?",
@@ -248,7 +238,7 @@ class SubmissionRows(SubmissionJournal):
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
         ``False`` if the row does not exist or was already marked."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET messages_applied_at = ? WHERE session_id = ? "
@@ -261,8 +251,8 @@ class SubmissionRows(SubmissionJournal):
         """Append the submission's messages to the session (idempotent by id) and mark it
         applied, in one transaction. Returns the messages actually appended. Raises
         :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
-        with self._write() as conn:
-            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,), lock=True)
+        with self._write(session_id) as conn:
+            row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:
                 raise UnknownSubmission(submission_id, session_id)
             sub = self._submission(row)
@@ -286,7 +276,7 @@ class SubmissionRows(SubmissionJournal):
             raise ValueError(
                 f"finish status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}"
             )
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
                 "WHERE session_id = ? AND submission_id = ? "
@@ -305,10 +295,10 @@ class SubmissionRows(SubmissionJournal):
         for the caller in the same transaction, so two processes never retake the same row.
         Returns them in acceptance order; what to do with each is the caller's decision."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             rows = conn.execute(
                 f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
-                f"AND status = 'running' ORDER BY seq{self.LOCK_ROWS}",
+                "AND status = 'running' ORDER BY seq",
                 (session_id,),
             ).fetchall()
             taken = []
@@ -336,10 +326,10 @@ class SubmissionRows(SubmissionJournal):
         heartbeat at ``if_heartbeat_at`` (what the caller saw when it judged the owner dead or
         its lease expired): an owner that renewed meanwhile keeps it. Returns the row as it was
         before the takeover, or ``None`` when nothing changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             row = self._select_submission(
                 conn, session_id, f"submission_id = ? AND status = 'running' AND owner {self.IS} ? AND heartbeat_at {self.IS} ?",
-                (submission_id, if_owner, if_heartbeat_at), lock=True,
+                (submission_id, if_owner, if_heartbeat_at),
             )
             if row is None:
                 return None
@@ -360,7 +350,7 @@ class SubmissionRows(SubmissionJournal):
     def requeue_submission(self, session_id: str, submission_id: str) -> bool:
         """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
         again from the start). Returns whether a row changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET status = 'pending', started_at = NULL "

@@ -14,29 +14,30 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ..errors import ConfigurationError
 from .base import Store
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
-POSTGRES_SCHEMES = ("postgresql://", "postgres://")
-
 T = TypeVar("T")
 
 
 def is_postgres_url(spec: object) -> bool:
-    return isinstance(spec, str) and spec.startswith(POSTGRES_SCHEMES)
+    """Whether ``spec`` names a PostgreSQL database (rather than a SQLite file)."""
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:
     """A store from a spec: ``None`` → an in-memory SQLite store; a ``postgresql://`` (or
-    ``postgres://``) URL → :class:`~think_core.store.postgres.PostgresStore` (the ``postgres``
-    extra); a path (or ``":memory:"`` or a ``file:`` URI) → :class:`SQLiteStore`; a store → itself."""
+    ``postgres://``) URL → :class:`~think_core.store.postgres.PostgresStore` (the extra
+    ``postgres``); a path (or ``":memory:"`` or a ``file:`` URI) → :class:`SQLiteStore`; a
+    store → itself."""
     if spec is None:
         return SQLiteStore(":memory:")
     if isinstance(spec, str) and is_postgres_url(spec):
-        return _postgres_store(spec)
+        from .postgres import PostgresStore  # imported on demand: psycopg is an optional extra
+
+        return PostgresStore(spec)
     if isinstance(spec, (str, os.PathLike)):
         return SQLiteStore(spec)
     if isinstance(spec, Store):
@@ -44,25 +45,14 @@ def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:
     raise TypeError(f"cannot open a store from {spec!r}")
 
 
-def _postgres_store(url: str) -> Store:
-    # Imported here: psycopg is an optional extra, and SQLite users never load it.
-    try:
-        from .postgres import PostgresStore
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"a postgresql:// store needs the 'postgres' extra ({exc.name or exc} is missing): "
-            "pip install 'think-agent[postgres]'"
-        ) from exc
-    return PostgresStore(url)
-
-
 class AsyncStore:
     """A store's methods as coroutines that run on the store's own worker thread.
 
     The engine awaits the store through this facade, so a write waiting for another process's
     lock on the SQLite file (or a long history read) never stalls the event loop, and with it
-    every other session's stream. One thread, because the store serialises its connection
-    anyway: more threads would only contend for its lock.
+    every other session's stream. One thread for a store on one connection (SQLite serialises
+    it anyway: more threads would only contend for its lock); as many as a pooled store's
+    ``max_concurrency`` (PostgreSQL), whose calls do run in parallel.
     """
 
     def __init__(self, store: Store) -> None:
@@ -92,7 +82,8 @@ class AsyncStore:
         if self._closed:
             raise RuntimeError("the store is closed")
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
+            workers = int(getattr(self.sync, "max_concurrency", 1))
+            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="think-store")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     @property
