@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,9 @@ logger = logging.getLogger("think.recovery")
 #: counterpart of Think's ``chat:request:failed`` diagnostics event: INFO, so that it is quiet
 #: unless an application routes ``think.events`` somewhere.
 events = logging.getLogger("think.events")
+
+
+SavePartial = Callable[[], Awaitable[Any]]
 
 
 @dataclass
@@ -55,7 +59,12 @@ class TurnRecovery:
         return self.deps.hooks
 
     async def run_with_overflow_recovery(
-        self, request: TurnRequest, request_id: str, body: dict[str, Any] | None, builder: AssistantMessageBuilder
+        self,
+        request: TurnRequest,
+        request_id: str,
+        body: dict[str, Any] | None,
+        builder: AssistantMessageBuilder,
+        save_partial: SavePartial | None = None,
     ) -> TurnOutcome:
         """Run the turn; on a context overflow, compact and re-run it (bounded)."""
         overflow = self.deps.context_overflow
@@ -90,7 +99,9 @@ class TurnRecovery:
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue
-                return await self.fail(failure, request_id, builder, persisted=True, usage=turn.usage, body=body)
+                return await self.fail(
+                    failure, request_id, builder, persisted=True, usage=turn.usage, body=body, save_partial=save_partial
+                )
             finally:
                 self._remember(turn)
             builder.finish()
@@ -143,9 +154,17 @@ class TurnRecovery:
         persisted: bool,
         usage: Usage | None = None,
         body: dict[str, Any] | None = None,
+        save_partial: SavePartial | None = None,
     ) -> TurnOutcome:
-        """End the turn as ``error``: ``on_chat_error`` may replace the error or its message."""
+        """End the turn as ``error``: ``on_chat_error`` may replace the error or its message.
+
+        ``save_partial`` stores what the turn produced so far (with the error as it stands)
+        before ``on_chat_error`` runs, so a plugin reading the session there sees the answer the
+        user saw; the runner stores it again afterwards with the error text the hook settled on."""
         await self._classify(failure, request_id, body, persisted)
+        if save_partial is not None:
+            builder.error_text = str(failure.error) or type(failure.error).__name__
+            await save_partial()
         ctx = self.error_context(body, request_id, failure.stage, persisted)
         ctx.classification = failure.classification
         replacement = await self.hooks.on_chat_error(failure.error, ctx)

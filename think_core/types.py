@@ -317,9 +317,12 @@ class ToolCallResultContext(_Context):
 
 
 class ChatResponseResult(_Context):
-    """Argument of ``on_chat_response``: the end of a turn, after persistence and lock release."""
+    """Argument of ``on_chat_response``: the end of a turn, after persistence and lock release.
 
-    message: UIMessage
+    ``message`` is the assistant message as stored, or ``None`` when the turn stored none (it
+    produced no parts, e.g. it failed before any output): never a message that was not saved."""
+
+    message: UIMessage | None = None
     status: Literal["completed", "error", "aborted"]
     continuation: bool = False
     error: str | None = None
