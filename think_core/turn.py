@@ -43,7 +43,7 @@ from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
 from .turn_journal import TurnJournal
-from .turn_plan import TurnPlan, checked_tools, compaction_data, with_continue_checkpoint
+from .turn_plan import TurnPlan, checked_tools, compaction_data, step_settings, with_continue_checkpoint
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import (
     ChatErrorContext,
@@ -264,7 +264,7 @@ class Turn:
             tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in tools.values()],
             tool_choice=step_config.tool_choice if step_config.tool_choice is not None else plan.tool_choice,
             output=plan.output_spec,
-            settings=plan.settings,
+            settings=step_settings(plan.settings, step_config.provider_options),
         )
         return model, request, tools
 
@@ -410,3 +410,4 @@ class Turn:
             "attempt": notice.attempt, "delay": round(notice.delay, 3), "classification": classification,
             "status": status if isinstance(status, int) else None, "error": str(error) or type(error).__name__,
         })
+

@@ -138,6 +138,10 @@ class TurnConfig(BaseModel):
 
     ``tools`` is additive (merged over the agent's tools); ``active_tools`` restricts which
     tools the model may call; ``output`` is a pydantic model class or a JSON schema dict.
+    ``provider_options`` are deep-merged into the provider's request body, keyed by provider
+    name as AI SDK ``providerOptions`` are (``{"openai": {"reasoning_effort": "low"},
+    "anthropic": {"thinking": {...}}}``; ``"google"`` or ``"gemini"`` for Gemini): the running
+    model takes its own provider's entry and ignores the others'.
     """
 
     model_config = _HOOK_ANSWER
@@ -222,6 +226,8 @@ class StepConfig(BaseModel):
     tool_choice: ToolChoice | None = None
     system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
+    provider_options: dict[str, Any] | None = None
+    """Deep-merged over the turn's ``provider_options`` for this step (see ``TurnConfig``)."""
 
 
 class ChunkContext:

@@ -122,6 +122,8 @@ class StreamingHTTPModel:
     """
 
     provider: str = "http"
+    #: Other names ``provider_options`` may key this provider's entry by (``"gemini"`` for ``"google"``).
+    provider_aliases: ClassVar[tuple[str, ...]] = ()
     default_base_url: ClassVar[str] = ""
     base_url_env: ClassVar[str] = ""
     api_key_env: ClassVar[str] = ""
@@ -162,6 +164,11 @@ class StreamingHTTPModel:
         return f"{type(self).__name__}({self.model_id!r}, base_url={self.base_url!r})"
 
     # -- what a provider supplies ------------------------------------------------------------
+
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        """The keys of ``provider_options`` whose entry this model takes."""
+        return (self.provider, type(self).provider, *self.provider_aliases)
 
     def endpoint(self, request: ModelRequest) -> str:
         """The URL of one step's POST."""
