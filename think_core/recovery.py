@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .compaction import CompactionResult, TokenCounter, estimate_tokens
 from .events import Usage
 from .messages import new_id, to_model_messages
+from .models.base import ModelMessage
 from .turn import Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatErrorContext, ErrorStage, UIMessage
@@ -111,12 +112,15 @@ class TurnRecovery:
         db, session_id = self.deps.db, self.session.id
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
-            updated = await turn.run_approved_calls(last) if last is not None else None
-            if updated is not None:
-                await db.upsert_message(session_id, updated)
             if last is not None and last.id == turn.builder.message_id and not turn.builder.parts:
-                turn.builder.restore(last.id, (updated or last).parts)  # the answer goes on in it
-        turn.history = to_model_messages(_up_to(await db.history(session_id), answers))
+                turn.builder.restore(last.id, last.parts)  # the answer goes on in it
+            turn.approvals = last  # its approved calls run in the turn's first step
+
+        async def load_history() -> list[ModelMessage]:
+            return to_model_messages(_up_to(await db.history(session_id), answers))
+
+        turn.reload_history = load_history
+        turn.history = await load_history()
         try:
             return await turn.run()
         except (TurnFailed, asyncio.CancelledError):
