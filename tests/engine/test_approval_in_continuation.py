@@ -52,7 +52,7 @@ async def test_the_approved_call_is_decided_and_run_inside_the_continuation_turn
         first = await session.chat("delete it")
         call_id = first.message.parts[-1]["toolCallId"]
         rec.calls.clear()
-        result = await session.approve_tool_call(call_id, True)
+        result = await session.approve_tool_call(call_id, True, body={"approver": "ana"})
         assert result.status == "completed" and result.text == "Deleted." and result.continuation
         assert ran == ["/tmp/x"]
         order = [h for h in rec.names() if h != "on_chunk"]
@@ -61,6 +61,7 @@ async def test_the_approved_call_is_decided_and_run_inside_the_continuation_turn
         assert rec.state_at_decision == "continuation"  # the continuation's before_turn had run
         [decision] = rec.contexts["before_tool_call"]
         assert decision.tool_call_id == call_id and decision.step_number == 0
+        assert decision.body == {"approver": "ana"} == rec.contexts["before_turn"][0].body
         # The model step of the continuation comes after the call and sees its result, with the
         # continuation's active tools.
         second = model.requests[1]
