@@ -61,7 +61,7 @@ async def test_the_approved_call_is_decided_and_run_inside_the_continuation_turn
         assert rec.state_at_decision == "continuation"  # the continuation's before_turn had run
         [decision] = rec.contexts["before_tool_call"]
         assert decision.tool_call_id == call_id and decision.step_number == 0
-        assert decision.body == {"approver": "ana"} == rec.contexts["before_turn"][0].body
+        assert decision.body == {"approver": "ana"} == rec.contexts["before_turn"][-1].body
         # The model step of the continuation comes after the call and sees its result, with the
         # continuation's active tools.
         second = model.requests[1]
