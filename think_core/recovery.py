@@ -169,6 +169,21 @@ class TurnRecovery:
         if save_partial is not None:
             builder.error_text = str(failure.error) or type(failure.error).__name__
             await save_partial()
+        error_text = await self._report(failure, request_id, body, persisted)
+        builder.error(error_text)
+        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
+
+    async def report_unparsed(self, error: BaseException, request_id: str, body: dict[str, Any] | None = None) -> str:
+        """A chat request that could not be parsed (no turn exists): classified, handed to
+        ``on_chat_error`` with ``stage="parse"`` and recorded; returns the error text to send."""
+        failure = TurnFailed(error, "parse")
+        await self._classify(failure, request_id, body, persisted=False)
+        return await self._report(failure, request_id, body, persisted=False)
+
+    async def _report(
+        self, failure: TurnFailed, request_id: str, body: dict[str, Any] | None, persisted: bool
+    ) -> str:
+        """``on_chat_error`` (its answer may replace the error) and the ``chat:request:failed`` record."""
         ctx = self.error_context(body, request_id, failure.stage, persisted)
         ctx.classification = failure.classification
         replacement = await self.hooks.on_chat_error(failure.error, ctx)
@@ -186,8 +201,7 @@ class TurnRecovery:
                 "persisted": persisted,
             },
         )
-        builder.error(error_text)
-        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
+        return error_text
 
     # -- compaction between and around turns ------------------------------------------------------
     async def compact(self, reason: str, token_counter: TokenCounter | None = None) -> CompactionResult:

@@ -391,6 +391,15 @@ class Session:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     # -- cancellation -----------------------------------------------------------------------------
+    async def report_unparsed(
+        self, error: BaseException, request_id: str | None = None, body: dict[str, Any] | None = None
+    ) -> str:
+        """A chat request for this session that could not be parsed (a transport calls this: no
+        turn exists): ``classify_chat_error`` and ``on_chat_error`` with ``stage="parse"``, one
+        ``chat:request:failed`` record. Returns the error text to send the client."""
+        await self.open()
+        return await self._runner.recovery.report_unparsed(error, request_id or new_id("req"), body)
+
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
         return self._runner.cancel(request_id)
