@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
 from .chat_submissions import ChatSubmissions, durable_chat
 from .compaction import CompactionResult, TokenCounter
-from .messages import MessageInput, coerce_messages, new_id
+from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
 from .runner import TurnRunner
 from .store import Submission
@@ -145,8 +145,9 @@ class Session:
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
-        """The persisted UI messages, oldest first."""
-        return await self._db.list_messages(self.id)
+        """The persisted UI messages, oldest first, as clients see them (reasoning kept from the
+        stream by ``send_reasoning=False`` is left out; ``history()`` is what the model sees)."""
+        return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
@@ -158,7 +159,7 @@ class Session:
         self._assert_not_nested("replace_messages")
         async with self._runner.lock:
             await replace_history(self._db, self.id, coerce_messages(messages))
-            return await self._db.list_messages(self.id)
+            return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""
