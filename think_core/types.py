@@ -189,7 +189,11 @@ class StepResult(_Context):
     """Argument of ``on_step_finish``; also the items of ``StepContext.steps``.
 
     ``tool_results`` also accepts dicts of :class:`StepToolResult`'s fields, validated into it
-    (on assignment too).
+    (on assignment too). ``request`` is the provider request body as sent (credentials travel
+    in headers and are never in it; ``None`` for a model that is not an HTTP provider);
+    ``response`` has the response's ``id``, ``model`` and ``headers`` (request ids, rate-limit
+    state); ``warnings`` say what was dropped on the way (a setting the provider does not
+    support).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=True)
@@ -205,6 +209,8 @@ class StepResult(_Context):
     response_id: str | None = None
     warnings: list[str] = Field(default_factory=list)
     provider_metadata: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
 
 
 class StepContext(_Context):

@@ -29,6 +29,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -96,6 +97,7 @@ class AnthropicModel(StreamingHTTPModel):
             body["tools"] = tools
             if choice is not None:
                 body["tool_choice"] = choice
+        warn_unsupported(self.provider, [("seed", s.seed)])
         for key, value in (("temperature", s.temperature), ("top_p", s.top_p), ("stop_sequences", s.stop)):
             if value is not None:
                 body[key] = value

@@ -39,6 +39,7 @@ from ._http import (
     resolve_api_key,
 )
 from .base import ModelRequest
+from .exchange import record_request, record_response
 from .retry import RetryPolicy, stream_with_retry
 from .sse import SSEEvent, aiter_sse_batches
 
@@ -202,15 +203,18 @@ class StreamingHTTPModel:
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         mapper = self.event_mapper(request)
         provider = self.provider
+        body = self.build_body(request)
+        record_request(body)
         async with post_event_stream(
             self._client,
             self.endpoint(request),
-            body=self.build_body(request),
+            body=body,
             headers=self.request_headers(request),
             params=self._query,
             timeout=call_timeout(self._timeout, request.settings.timeout),
             provider=provider,
         ) as response:
+            record_response(response.headers)
             async with aclosing(aiter_sse_batches(response.aiter_bytes())) as batches:
                 on_event = mapper.on_event
                 async for batch in batches:

@@ -28,6 +28,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -84,6 +85,7 @@ class OpenAIResponsesModel(StreamingHTTPModel):
         if self.reasoning:
             body["reasoning"] = dict(self.reasoning)
         s = request.settings
+        warn_unsupported(self.provider, [("seed", s.seed), ("stop", s.stop)])
         for key, value in (("temperature", s.temperature), ("top_p", s.top_p), ("max_output_tokens", s.max_output_tokens)):
             if value is not None:
                 body[key] = value
