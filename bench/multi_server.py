@@ -26,6 +26,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -125,7 +126,6 @@ async def drive(bases: list[str], sessions: int, messages: int) -> float:
 
 def fresh_pg_database(url: str) -> tuple[str, Any]:
     import psycopg
-    from psycopg.conninfo import make_conninfo
 
     name = f"think_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(url, autocommit=True) as admin:
@@ -135,7 +135,7 @@ def fresh_pg_database(url: str) -> tuple[str, Any]:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    return make_conninfo(url, dbname=name), drop
+    return urlsplit(url)._replace(path=f"/{name}").geturl(), drop
 
 
 def measure(label: str, db: str, model_url: str, count: int, args: argparse.Namespace) -> list[object]:

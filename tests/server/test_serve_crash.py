@@ -8,9 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from tests.support.serve import think_serve as serve
 from tests.support.web import chat_request, user
 from think_core.cli.demo_model import INTRODUCTION
 from think_core.server.testing import wait_until_healthy
@@ -25,21 +23,8 @@ from think_core.server.testing import wait_until_healthy
 DEADLINE = 60  # seconds: generous, the machine may be busy; nothing here is timed
 
 
-@asynccontextmanager
-async def think_serve(db: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--db", str(db), "--port", "0",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), DEADLINE)).decode()
-        assert line.startswith("think: serving on http://127.0.0.1:"), line
-        yield proc, line.split()[3]
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        await proc.wait()
+def think_serve(db: Path) -> Any:
+    return serve("--model", "demo", "--db", str(db), deadline=DEADLINE)
 
 
 async def start_http_chat(base: str) -> asyncio.Task[Any]:

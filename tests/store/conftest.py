@@ -2,7 +2,7 @@
 
 ``store`` runs a test once per backend; ``store_factory`` makes several stores over one
 database (for the cross-instance tests), so it runs only on backends that can share one.
-A PostgreSQL backend joins both lists by its name (it needs ``THINK_TEST_POSTGRES_URL``).
+The PostgreSQL backend needs ``THINK_TEST_POSTGRES_URL`` (see :mod:`tests.support.postgres`).
 
 Both fixtures hand out a backend seen through the :class:`Store` protocol alone
 (:class:`ProtocolOnly`): a contract test, or shared code it calls such as the submission
@@ -12,13 +12,14 @@ and breaking on the next one.
 
 from __future__ import annotations
 
-import os
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.postgres import drop_schema, postgres_url
 from think_core.store import SQLiteStore, Store
 from think_core.types import UIMessage
 
@@ -64,35 +65,33 @@ def ids(messages: Iterable[UIMessage]) -> list[str]:
     return [m.id for m in messages]
 
 
-def _backend(backend: str, tmp_path: Path) -> Callable[[], Store]:
+def _backend(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[], Store]:
     if backend == "sqlite-file":
         path = tmp_path / "think.db"
         return lambda: SQLiteStore(path)
     if backend == "sqlite-memory":
         return lambda: SQLiteStore(":memory:")
     if backend == "postgresql":
-        url = os.environ.get("THINK_TEST_POSTGRES_URL")
-        try:
-            from think_core.store.postgres import PostgresStore  # type: ignore[import-not-found]
-        except ImportError:
-            pytest.skip("no PostgreSQL store in this build")
-        if not url:
-            pytest.skip("THINK_TEST_POSTGRES_URL is not set")
-        return lambda: PostgresStore(url, schema=f"t_{tmp_path.name[-40:]}".replace("-", "_"))
+        from think_core.store.postgres import PostgresStore
+
+        url = postgres_url()
+        schema = f"t_{uuid.uuid4().hex[:16]}"  # a schema of the test's own: nothing left from an earlier run
+        request.addfinalizer(lambda: drop_schema(url, schema))
+        return lambda: PostgresStore(url, schema=schema)
     raise ValueError(backend)
 
 
-def _factory(backend: str, tmp_path: Path) -> StoreFactory:
-    open_backend = _backend(backend, tmp_path)
+def _factory(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> StoreFactory:
+    open_backend = _backend(backend, tmp_path, request)
     return lambda: ProtocolOnly(open_backend())
 
 
 @pytest.fixture(params=SHARED_BACKENDS)
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    return _factory(request.param, tmp_path)
+    return _factory(request.param, tmp_path, request)
 
 
 @pytest.fixture(params=ALL_BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    with _factory(request.param, tmp_path)() as opened:
+    with _factory(request.param, tmp_path, request)() as opened:
         yield opened  # type: ignore[misc]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 
@@ -10,17 +9,13 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
+from tests.support.postgres import postgres_url  # noqa: E402
 from think_core.store._pg_shared import PgSessionLocks, listen_streams, notify_stream  # noqa: E402
 
 
 @pytest.fixture
 def pg_url() -> str:
-    url = os.environ.get("THINK_TEST_POSTGRES_URL")
-    if not url:
-        if os.environ.get("CI") == "true":
-            pytest.fail("THINK_TEST_POSTGRES_URL is not set under CI: .ci/run must start PostgreSQL")
-        pytest.skip("THINK_TEST_POSTGRES_URL is not set")
-    return url
+    return postgres_url()
 
 
 def test_a_session_lock_is_held_against_other_stores_until_released(pg_url: str) -> None:

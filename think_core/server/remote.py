@@ -51,8 +51,12 @@ class RemoteTurns:
     async def relay(self, session_id: str, stream_id: str) -> None:
         session = self.agent.session(session_id)
         live = await session.streams.find(stream_id)
-        if live is None or live.local:
-            return  # over already (its answer is in the transcript) or, after all, a turn of ours
+        if live is not None and live.local:
+            return  # after all, a turn of ours: relayed by its own transport
+        if live is None:
+            # Over, and forgotten when the session's next turn began: its answer is in the transcript.
+            self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
+            return
         self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
         async for seq, chunk in live.follow(0):
             self.hub.broadcast(session_id, F.chunk_frame(stream_id, chunk, continuation=live.continuation, seq=seq))

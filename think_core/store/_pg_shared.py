@@ -5,9 +5,9 @@ store (a lock belongs to the connection that took it, and PostgreSQL drops it wh
 connection ends — so a process killed mid-turn frees its sessions at once). Keys are
 ``hashtextextended(schema:session_id)``, so stores on different schemas never collide.
 
-Stream notifications are ``NOTIFY`` on a channel per schema, sent in the transaction that opens
-the stream (so a listener never hears of a stream it cannot read yet), and heard by a thread
-that ``LISTEN`` s on its own connection.
+Stream notifications are ``NOTIFY`` on a channel per schema, sent once the stream's row is
+committed (so a listener never hears of a stream it cannot read yet), and heard by a thread that
+``LISTEN`` s on its own connection.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ def stream_channel(schema: str) -> str:
 
 
 def notify_stream(conn: psycopg.Connection[Any], schema: str, owner: str, session_id: str, stream_id: str) -> None:
-    """Announce a stream that store ``owner`` opened in ``conn`` 's transaction (delivered when
-    it commits)."""
+    """Announce a stream that store ``owner`` opened (delivered when ``conn`` 's transaction
+    commits, at once in autocommit)."""
     payload = json.dumps({"session": session_id, "stream": stream_id, "owner": owner}, separators=(",", ":"))
     conn.execute("SELECT pg_notify(%s, %s)", (stream_channel(schema), payload))
 

@@ -3,19 +3,14 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
-import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..process_identity import this_process
-from ..types import UIMessage
-from .base import SubmissionOwner
+from ._rows import RowsBase
 
 SCHEMA_VERSION = 5
 
@@ -128,27 +123,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 }
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _is_memory(path: str) -> bool:
     return path in ("", ":memory:") or (path.startswith("file:") and "mode=memory" in path)
 
 
-INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, message_id, role, parts, metadata, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) "
-)
-
-
-def message_row(session_id: str, message: UIMessage, now: float) -> tuple[Any, ...]:
-    """The values of :data:`INSERT_MESSAGE` for ``message``."""
-    metadata = _dumps(message.metadata) if message.metadata is not None else None
-    return (session_id, message.id, message.role, _dumps(message.parts), metadata, now, now)
-
-
-class SQLiteConnection:
+class SQLiteConnection(RowsBase):
     """The connection a SQLite store runs on. ``path`` is a file path, ``":memory:"`` or a
     ``file:`` URI. ``host`` is the host name recorded as the owner of the submissions this
     store runs (default: this machine's name); give each machine a distinct one."""
@@ -157,13 +136,7 @@ class SQLiteConnection:
         self, path: str | os.PathLike[str] = ":memory:", *, busy_timeout: float = 30.0, host: str | None = None
     ) -> None:
         self.path = os.fspath(path)
-        # This store as the owner of the submissions it claims or retakes: a name of its own,
-        # and the process it lives in.
-        self.owner_id = uuid.uuid4().hex
-        process = this_process(host)
-        self.owner = SubmissionOwner(
-            id=self.owner_id, host=process.host, pid=process.pid, started=process.started, namespace=process.namespace
-        )
+        self._init_owner(host)
         self._lock = threading.Lock()
         self._closed = False
         self._conn = sqlite3.connect(
@@ -210,8 +183,8 @@ class SQLiteConnection:
             raise RuntimeError("store is closed")
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction: the write lock is taken at BEGIN (waits up to busy_timeout)."""
+    def _write(self, session_id: str | None = None) -> Iterator[sqlite3.Connection]:
+        """A write transaction: the database's write lock is taken at BEGIN (waits up to busy_timeout)."""
         with self._lock:
             self._check_open()
             conn = self._conn
@@ -239,52 +212,6 @@ class SQLiteConnection:
                 yield conn
             finally:
                 conn.execute("COMMIT")
-
-    @staticmethod
-    def _ensure(conn: sqlite3.Connection, session_id: str) -> None:
-        conn.execute(
-            "INSERT OR IGNORE INTO sessions (session_id, created_at) VALUES (?, ?)",
-            (session_id, time.time()),
-        )
-
-    @staticmethod
-    def _message(row: sqlite3.Row) -> UIMessage:
-        metadata = row["metadata"]
-        # Rows were validated on the way in: skip validation on the way out (every turn reads
-        # the whole history, so this is the store's hottest path).
-        return UIMessage.model_construct(
-            id=row["message_id"],
-            role=row["role"],
-            parts=json.loads(row["parts"]),
-            metadata=json.loads(metadata) if metadata is not None else None,
-        )
-
-    @staticmethod
-    def _insert_messages(
-        conn: sqlite3.Connection, session_id: str, messages: Sequence[UIMessage]
-    ) -> list[UIMessage]:
-        """Insert at the end, skipping ids the session already holds; returns the inserted
-        ones. Shared by appending and by applying a submission, each in its own transaction."""
-        appended: list[UIMessage] = []
-        now = time.time()
-        for message in messages:
-            cursor = conn.execute(
-                INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO NOTHING",
-                message_row(session_id, message, now),
-            )
-            if cursor.rowcount:
-                appended.append(message)
-        return appended
-
-    def _upsert_message(self, conn: sqlite3.Connection, session_id: str, message: UIMessage, now: float) -> None:
-        """Insert at the end, or replace the stored message with this id in place."""
-        self._ensure(conn, session_id)
-        conn.execute(
-            INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
-            "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
-            "updated_at = excluded.updated_at",
-            message_row(session_id, message, now),
-        )
 
     def close(self) -> None:
         """Close the connection. Idempotent."""

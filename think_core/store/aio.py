@@ -23,10 +23,16 @@ T = TypeVar("T")
 
 
 def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:
-    """A store from a spec: ``None`` → an in-memory SQLite store; a path (or ``":memory:"``
-    or a ``file:`` URI) → :class:`SQLiteStore`; a store → itself."""
+    """A store from a spec: ``None`` → an in-memory SQLite store; a ``postgresql://`` (or
+    ``postgres://``) URL → :class:`~think_core.store.postgres.PostgresStore` (the extra
+    ``postgres``); a path (or ``":memory:"`` or a ``file:`` URI) → :class:`SQLiteStore`; a
+    store → itself."""
     if spec is None:
         return SQLiteStore(":memory:")
+    if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore  # imported on demand: psycopg is an optional extra
+
+        return PostgresStore(spec)
     if isinstance(spec, (str, os.PathLike)):
         return SQLiteStore(spec)
     if isinstance(spec, Store):
@@ -39,8 +45,9 @@ class AsyncStore:
 
     The engine awaits the store through this facade, so a write waiting for another process's
     lock on the SQLite file (or a long history read) never stalls the event loop, and with it
-    every other session's stream. One thread, because the store serialises its connection
-    anyway: more threads would only contend for its lock.
+    every other session's stream. One thread for a store on one connection (SQLite serialises
+    it anyway: more threads would only contend for its lock); as many as a pooled store's
+    ``max_concurrency`` (PostgreSQL), whose calls do run in parallel.
     """
 
     def __init__(self, store: Store) -> None:
@@ -70,7 +77,8 @@ class AsyncStore:
         if self._closed:
             raise RuntimeError("the store is closed")
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="think-store")
+            workers = int(getattr(self.sync, "max_concurrency", 1))
+            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="think-store")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     @property

@@ -1,25 +1,25 @@
-"""The ``streams`` and ``stream_chunks`` tables of the SQLite store: each streaming turn's UI
+"""The ``streams`` and ``stream_chunks`` tables, for every backend: each streaming turn's UI
 message chunks, kept while it runs (and the latest finished one after it), so that a client
 joining late replays the turn from its first chunk and follows it."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
+from typing import Any
 
-from ._sqlite_connection import SQLiteConnection, _dumps
+from ._rows import RowsBase, dumps
 from .base import StreamInfo
 
 _STREAM_COLUMNS = "session_id, stream_id, status, continuation, message_ids, created_at, updated_at"
 
 
-class StreamRows(SQLiteConnection):
+class StreamRows(RowsBase):
     """Resumable streams, on the store's connection."""
 
     @staticmethod
-    def _stream(conn: sqlite3.Connection, row: sqlite3.Row) -> StreamInfo:
+    def _stream(conn: Any, row: Any) -> StreamInfo:
         length = conn.execute(
             "SELECT COUNT(*) FROM stream_chunks WHERE session_id = ? AND stream_id = ?",
             (row["session_id"], row["stream_id"]),
@@ -42,7 +42,7 @@ class StreamRows(SQLiteConnection):
         """Start the stream ``stream_id`` — or take it up again, chunks kept, when it exists (a
         turn resumed after a restart). Starting a new one forgets the session's finished ones."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             self._ensure(conn, session_id)
             finished = [
                 r[0]
@@ -54,7 +54,7 @@ class StreamRows(SQLiteConnection):
             for old in finished:
                 conn.execute("DELETE FROM stream_chunks WHERE session_id = ? AND stream_id = ?", (session_id, old))
                 conn.execute("DELETE FROM streams WHERE session_id = ? AND stream_id = ?", (session_id, old))
-            ids = _dumps(list(message_ids)) if message_ids is not None else None
+            ids = dumps(list(message_ids)) if message_ids is not None else None
             conn.execute(
                 "INSERT INTO streams (session_id, stream_id, status, continuation, message_ids, created_at, updated_at) "
                 "VALUES (?, ?, 'streaming', ?, ?, ?, ?) ON CONFLICT (session_id, stream_id) DO UPDATE SET "
@@ -71,9 +71,10 @@ class StreamRows(SQLiteConnection):
         under a seq is kept: appending is idempotent)."""
         if not bodies:
             return
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             conn.executemany(
-                "INSERT OR IGNORE INTO stream_chunks (session_id, stream_id, seq, body) VALUES (?, ?, ?, ?)",
+                "INSERT INTO stream_chunks (session_id, stream_id, seq, body) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id, stream_id, seq) DO NOTHING",
                 [(session_id, stream_id, first_seq + i, body) for i, body in enumerate(bodies)],
             )
             conn.execute(
@@ -83,7 +84,7 @@ class StreamRows(SQLiteConnection):
 
     def truncate_stream(self, session_id: str, stream_id: str, length: int) -> None:
         """Keep only the first ``length`` chunks."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             conn.execute(
                 "DELETE FROM stream_chunks WHERE session_id = ? AND stream_id = ? AND seq >= ?",
                 (session_id, stream_id, length),
@@ -91,7 +92,7 @@ class StreamRows(SQLiteConnection):
 
     def finish_stream(self, session_id: str, stream_id: str, status: str) -> bool:
         """Record the stream's outcome; ``False`` when there is no such stream."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE streams SET status = ?, updated_at = ? WHERE session_id = ? AND stream_id = ?",
@@ -110,7 +111,7 @@ class StreamRows(SQLiteConnection):
             else:
                 row = conn.execute(
                     f"SELECT {_STREAM_COLUMNS} FROM streams WHERE session_id = ? "
-                    "ORDER BY status = 'streaming' DESC, created_at DESC, rowid DESC LIMIT 1",
+                    f"ORDER BY status = 'streaming' DESC, created_at DESC, {self.INSERTION_ORDER} DESC LIMIT 1",
                     (session_id,),
                 ).fetchone()
             return self._stream(conn, row) if row is not None else None

@@ -1,4 +1,4 @@
-"""The ``submissions`` table of the SQLite store: accept (idempotent), claim, renew, apply,
+"""The ``submissions`` table, for every backend: accept (idempotent), claim, renew, apply,
 store the answer with the completion, finish, retake expired leases, requeue.
 
 The store instance is the owner of the rows it claims or retakes (``owner_id``): renewing a
@@ -8,7 +8,6 @@ after its lease expired learns it lost it, and never answers it a second time.""
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Sequence
@@ -16,8 +15,8 @@ from typing import Any
 
 from ..errors import UnknownSubmission
 from ..types import UIMessage
-from ._sqlite_connection import _dumps
-from ._sqlite_journal import SubmissionJournal
+from ._journal_rows import SubmissionJournal
+from ._rows import dumps
 from .base import TERMINAL_SUBMISSION_STATUSES, Submission, SubmissionOwner
 
 _SUBMISSION_COLUMNS = (
@@ -37,7 +36,7 @@ class SubmissionRows(SubmissionJournal):
     """Durable submissions, on the store's connection."""
 
     @staticmethod
-    def _submission(row: sqlite3.Row) -> Submission:
+    def _submission(row: Any) -> Submission:
         metadata = row["metadata"]
         owner = None
         if row["owner"] is not None:
@@ -75,8 +74,8 @@ class SubmissionRows(SubmissionJournal):
         return (now, owner.id, owner.host, owner.pid, owner.started, owner.namespace, lease)
 
     def _select_submission(
-        self, conn: sqlite3.Connection, session_id: str, where: str, args: tuple[Any, ...]
-    ) -> sqlite3.Row | None:
+        self, conn: Any, session_id: str, where: str, args: tuple[Any, ...]
+    ) -> Any:
         return conn.execute(
             f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where}",
             (session_id, *args),
@@ -98,8 +97,8 @@ class SubmissionRows(SubmissionJournal):
         messages = list(messages)
         if not messages:
             raise ValueError("submission needs at least one message")
-        payload = _dumps([m.model_dump(mode="json") for m in messages])
-        with self._write() as conn:
+        payload = dumps([m.model_dump(mode="json") for m in messages])
+        with self._write(session_id) as conn:
             by_id = (
                 self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
                 if submission_id is not None
@@ -129,7 +128,7 @@ class SubmissionRows(SubmissionJournal):
                     session_id,
                     new_id,
                     idempotency_key,
-                    _dumps(metadata) if metadata is not None else None,
+                    dumps(metadata) if metadata is not None else None,
                     payload,
                     time.time(),
                 ),
@@ -175,10 +174,13 @@ class SubmissionRows(SubmissionJournal):
         session's submissions run one after the other in acceptance order. ``lease``: the
         seconds this store may go without a heartbeat before the row counts as orphaned."""
         statuses = "('pending', 'running')" if in_order else "('pending')"
-        with self._write() as conn:
+        with self._write(session_id) as conn:
+            # Row locks where the backend has them: in order, wait for a row another claimer
+            # holds (it is the next one); otherwise skip it for the next pending one.
+            lock = self.LOCK_NEXT if not in_order else self.LOCK_NEXT.replace(" SKIP LOCKED", "")
             row = conn.execute(
                 f"SELECT submission_id, status FROM submissions WHERE session_id = ? "
-                f"AND status IN {statuses} ORDER BY seq LIMIT 1",
+                f"AND status IN {statuses} ORDER BY seq LIMIT 1{lock}",
                 (session_id,),
             ).fetchone()
             if row is None or row["status"] != "pending":
@@ -196,7 +198,7 @@ class SubmissionRows(SubmissionJournal):
         """Renew the lease of a ``running`` submission this store owns: recovery in another
         process leaves a row alone while its heartbeat is fresh. Returns whether the row is
         still running and still ours."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET heartbeat_at = ? WHERE session_id = ? AND submission_id = ? "
@@ -220,7 +222,7 @@ class SubmissionRows(SubmissionJournal):
         if status not in TERMINAL_SUBMISSION_STATUSES:
             raise ValueError(f"status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}")
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ?, answer_message_id = ? "
                 "WHERE session_id = ? AND submission_id = ? AND status = 'running' AND owner = ?",
@@ -236,7 +238,7 @@ class SubmissionRows(SubmissionJournal):
     def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
         """Record that the submission's messages were appended to the session. Returns
         ``False`` if the row does not exist or was already marked."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET messages_applied_at = ? WHERE session_id = ? "
@@ -249,7 +251,7 @@ class SubmissionRows(SubmissionJournal):
         """Append the submission's messages to the session (idempotent by id) and mark it
         applied, in one transaction. Returns the messages actually appended. Raises
         :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:
                 raise UnknownSubmission(submission_id, session_id)
@@ -274,7 +276,7 @@ class SubmissionRows(SubmissionJournal):
             raise ValueError(
                 f"finish status must be one of {TERMINAL_SUBMISSION_STATUSES}, not {status!r}"
             )
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             changed = conn.execute(
                 "UPDATE submissions SET status = ?, error = ?, completed_at = ? "
                 "WHERE session_id = ? AND submission_id = ? "
@@ -293,7 +295,7 @@ class SubmissionRows(SubmissionJournal):
         for the caller in the same transaction, so two processes never retake the same row.
         Returns them in acceptance order; what to do with each is the caller's decision."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             rows = conn.execute(
                 f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? "
                 "AND status = 'running' ORDER BY seq",
@@ -324,9 +326,9 @@ class SubmissionRows(SubmissionJournal):
         heartbeat at ``if_heartbeat_at`` (what the caller saw when it judged the owner dead or
         its lease expired): an owner that renewed meanwhile keeps it. Returns the row as it was
         before the takeover, or ``None`` when nothing changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             row = self._select_submission(
-                conn, session_id, "submission_id = ? AND status = 'running' AND owner IS ? AND heartbeat_at IS ?",
+                conn, session_id, f"submission_id = ? AND status = 'running' AND owner {self.IS} ? AND heartbeat_at {self.IS} ?",
                 (submission_id, if_owner, if_heartbeat_at),
             )
             if row is None:
@@ -348,7 +350,7 @@ class SubmissionRows(SubmissionJournal):
     def requeue_submission(self, session_id: str, submission_id: str) -> bool:
         """Put a ``running`` row whose messages were never applied back to ``pending`` (it runs
         again from the start). Returns whether a row changed."""
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             return bool(
                 conn.execute(
                     "UPDATE submissions SET status = 'pending', started_at = NULL "

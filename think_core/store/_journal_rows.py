@@ -1,17 +1,16 @@
-"""The step journal of the SQLite store's running submissions (``submission_journal``)."""
+"""The step journal of running submissions (``submission_journal``), for every backend."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from typing import Any
 
-from ._sqlite_connection import SQLiteConnection, _dumps
+from ._rows import RowsBase, dumps
 from .base import JournalEntry
 
 
-class SubmissionJournal(SQLiteConnection):
+class SubmissionJournal(RowsBase):
     """Journal entries of running submissions, on the store's connection."""
 
     def journal_submission(
@@ -21,7 +20,7 @@ class SubmissionJournal(SQLiteConnection):
         the transaction that advances its progress marker and renews its lease. Returns
         ``False``, writing nothing, when the row is not running or not ours."""
         now = time.time()
-        with self._write() as conn:
+        with self._write(session_id) as conn:
             if not conn.execute(
                 "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
                 "AND submission_id = ? AND status = 'running' AND owner = ?",
@@ -31,7 +30,7 @@ class SubmissionJournal(SQLiteConnection):
             conn.execute(
                 "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, submission_id, kind, key, _dumps(data), now),
+                (session_id, submission_id, kind, key, dumps(data), now),
             )
             return True
 
@@ -50,7 +49,7 @@ class SubmissionJournal(SQLiteConnection):
         ]
 
     @staticmethod
-    def _drop_journal(conn: sqlite3.Connection, session_id: str, submission_id: str) -> None:
+    def _drop_journal(conn: Any, session_id: str, submission_id: str) -> None:
         """A finished submission needs its journal no more."""
         conn.execute(
             "DELETE FROM submission_journal WHERE session_id = ? AND submission_id = ?", (session_id, submission_id)

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# A throw-away PostgreSQL for trying think on several servers, and for the tests:
+#   eval "$(bash bench/pg_local.sh start)"   # prints: export THINK_TEST_POSTGRES_URL=postgresql://...
+#   bash bench/pg_local.sh stop DIR
+# Uses the server binaries of the Debian/Ubuntu package `postgresql` (installed if missing, as
+# root). The cluster lives in a temporary directory, listens on 127.0.0.1 only, and trusts local
+# connections: it is for trying and testing, never for production data.
+set -euo pipefail
+
+find_bin() {
+  local found
+  found=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+  if [ -n "$found" ]; then echo "$found"; return; fi
+  if command -v pg_ctl >/dev/null 2>&1; then
+    dirname "$(readlink -f "$(command -v pg_ctl)")"; return
+  fi
+  if [ "$(id -u)" = 0 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null) >&2
+    ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1
+  else
+    echo "pg_local: no PostgreSQL server binaries (install the package 'postgresql')" >&2
+    exit 1
+  fi
+}
+
+as_owner() {
+  # initdb and postgres refuse to run as root: run them as the `postgres` user then.
+  if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+case "${1:-start}" in
+  start)
+    bin=$(find_bin)
+    dir=$(mktemp -d -t think-pg-XXXXXX)
+    if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; fi
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    as_owner "$bin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off" start >/dev/null
+    as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE think_test" >/dev/null
+    echo "export THINK_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$port/think_test"
+    echo "export THINK_PG_DIR=$dir"
+    ;;
+  stop)
+    dir=${2:-${THINK_PG_DIR:?pg_local stop DIR}}
+    bin=$(find_bin)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null || true
+    rm -rf "$dir"
+    ;;
+  *)
+    echo "usage: pg_local.sh start | stop DIR" >&2; exit 2
+    ;;
+esac

@@ -1,0 +1,32 @@
+"""``think serve`` as a real child process, for tests that kill or restart servers."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@asynccontextmanager
+async def think_serve(
+    *args: str, env: Mapping[str, str] | None = None, deadline: float = 60
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
+    """Start ``think serve --port 0 ARGS...``; yields the process and its base URL once it
+    listens, and kills it (if still alive) on exit."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "think_core.cli", "serve", "--port", "0", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), deadline)).decode()
+        assert line.startswith("think: serving on http://127.0.0.1:"), line
+        yield proc, line.split()[3]
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()

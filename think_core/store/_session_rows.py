@@ -1,0 +1,198 @@
+"""Sessions, messages, compaction overlays and key/value state, for every backend."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+from ..types import UIMessage
+from ._rows import RowsBase, dumps
+from .base import Compaction
+from .overlays import apply_overlays, effective_overlays, resolve_anchor
+
+
+class SessionSummary(NamedTuple):
+    """One row of :meth:`SessionRows.session_summaries` (times are Unix seconds)."""
+
+    session_id: str
+    created_at: float
+    updated_at: float
+    messages: int
+
+
+class SessionRows(RowsBase):
+    """A session's messages, compactions and state, on the backend's connection."""
+
+    def ensure_session(self, session_id: str) -> None:
+        with self._write(session_id) as conn:
+            self._ensure(conn, session_id)
+
+    # ------------------------------------------------------------------ sessions
+
+    def list_sessions(self) -> list[str]:
+        """Every known session id, in creation order."""
+        with self._read() as conn:
+            rows = conn.execute(f"SELECT session_id FROM sessions ORDER BY {self.INSERTION_ORDER}").fetchall()
+        return [r[0] for r in rows]
+
+    def session_summaries(self) -> list[SessionSummary]:
+        """Every session with its message count and last activity, most recently active first."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT s.session_id, s.created_at, COUNT(m.seq), MAX(m.updated_at) "
+                "FROM sessions s LEFT JOIN messages m ON m.session_id = s.session_id "
+                f"GROUP BY s.session_id ORDER BY COALESCE(MAX(m.updated_at), s.created_at) DESC, s.{self.INSERTION_ORDER} DESC"
+            ).fetchall()
+        return [SessionSummary(r[0], r[1], r[3] if r[3] is not None else r[1], r[2]) for r in rows]
+
+    # ------------------------------------------------------------------ messages
+
+    def list_messages(self, session_id: str) -> list[UIMessage]:
+        """Every stored message of the session, in order (compactions not applied)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT message_id, role, parts, metadata FROM messages "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return [self._message(r) for r in rows]
+
+    def get_message(self, session_id: str, message_id: str) -> UIMessage | None:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT message_id, role, parts, metadata FROM messages "
+                "WHERE session_id = ? AND message_id = ?",
+                (session_id, message_id),
+            ).fetchone()
+        return self._message(row) if row is not None else None
+
+    def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
+        """Append at the end, idempotent by id: a message whose id is already stored in the
+        session (or repeated within ``messages``) is skipped. Returns the ones appended."""
+        messages = list(messages)
+        with self._write(session_id) as conn:
+            self._ensure(conn, session_id)
+            return self._insert_messages(conn, session_id, messages)
+
+    def upsert_message(self, session_id: str, message: UIMessage) -> None:
+        """Insert at the end, or replace the stored message with this id in place (its
+        position is kept)."""
+        with self._write(session_id) as conn:
+            self._upsert_message(conn, session_id, message, time.time())
+
+    def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int:
+        """Delete messages by id; compactions anchored on a deleted message are dropped too.
+        Returns the number of messages deleted."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        deleted = 0
+        with self._write(session_id) as conn:
+            for message_id in ids:
+                deleted += conn.execute(
+                    "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
+                    (session_id, message_id),
+                ).rowcount
+                conn.execute(
+                    "DELETE FROM compactions WHERE session_id = ? "
+                    "AND (from_message_id = ? OR to_message_id = ?)",
+                    (session_id, message_id, message_id),
+                )
+        return deleted
+
+    def clear_messages(self, session_id: str) -> None:
+        """Delete every message and every compaction of the session."""
+        with self._write(session_id) as conn:
+            conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
+            conn.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
+
+    # ------------------------------------------------------------------ compactions
+
+    def add_compaction(
+        self, session_id: str, from_message_id: str, to_message_id: str, summary: str
+    ) -> int:
+        """Store an overlay replacing messages ``from..to`` (inclusive, by position) with
+        ``summary`` in :meth:`history`. Returns its id. ``from``/``to`` may also name a
+        synthetic ``compaction_<n>`` message seen in :meth:`history`; it stands for that
+        overlay's first / last message. Raises ``ValueError`` for unknown ids or a reversed
+        range."""
+        with self._write(session_id) as conn:
+            ids = self._message_ids(conn, session_id)
+            overlays = effective_overlays(ids, self._compactions(conn, session_id))
+            try:
+                from_id = resolve_anchor(from_message_id, ids, overlays, start=True)
+                to_id = resolve_anchor(to_message_id, ids, overlays, start=False)
+            except ValueError as exc:
+                raise ValueError(f"{exc} in session {session_id!r}") from None
+            positions = {mid: i for i, mid in enumerate(ids)}
+            for mid in (from_id, to_id):
+                if mid not in positions:
+                    raise ValueError(f"unknown message id {mid!r} in session {session_id!r}")
+            if positions[from_id] > positions[to_id]:
+                raise ValueError(f"compaction range is reversed: {from_id!r} comes after {to_id!r}")
+            row = conn.execute(
+                "INSERT INTO compactions "
+                "(session_id, from_message_id, to_message_id, summary, created_at) "
+                "VALUES (?, ?, ?, ?, ?) RETURNING id",
+                (session_id, from_id, to_id, summary, time.time()),
+            ).fetchone()
+            return int(row[0])
+
+    @staticmethod
+    def _message_ids(conn: Any, session_id: str) -> list[str]:
+        return [
+            r[0]
+            for r in conn.execute("SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq", (session_id,))
+        ]
+
+    @staticmethod
+    def _compactions(conn: Any, session_id: str) -> list[Compaction]:
+        rows = conn.execute("SELECT * FROM compactions WHERE session_id = ? ORDER BY id", (session_id,))
+        return [Compaction(**dict(r)) for r in rows]
+
+    def list_compactions(self, session_id: str) -> list[Compaction]:
+        """Stored compaction rows, oldest first (superseded ones included)."""
+        with self._read() as conn:
+            return self._compactions(conn, session_id)
+
+    def history(self, session_id: str) -> list[UIMessage]:
+        """The messages with each effective compaction overlay applied: the range is replaced
+        by one synthetic ``compaction_<id>`` message (role ``COMPACTION_ROLE``). The
+        originals stay in :meth:`list_messages`."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT message_id, role, parts, metadata FROM messages "
+                "WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            compactions = self._compactions(conn, session_id)
+        messages = [self._message(r) for r in rows]
+        return apply_overlays(messages, effective_overlays([m.id for m in messages], compactions))
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self, session_id: str, key: str) -> Any:
+        """The JSON value stored under ``key``, or ``None``."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT value FROM state WHERE session_id = ? AND key = ?", (session_id, key)
+            ).fetchone()
+        return json.loads(row[0]) if row is not None else None
+
+    def set_state(self, session_id: str, key: str, value: Any) -> None:
+        """Store a JSON-serialisable value; ``None`` deletes the key."""
+        with self._write(session_id) as conn:
+            if value is None:
+                conn.execute(
+                    "DELETE FROM state WHERE session_id = ? AND key = ?", (session_id, key)
+                )
+                return
+            self._ensure(conn, session_id)
+            conn.execute(
+                "INSERT INTO state (session_id, key, value, updated_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_id, key) DO UPDATE SET value = excluded.value, "
+                "updated_at = excluded.updated_at",
+                (session_id, key, dumps(value), time.time()),
+            )
