@@ -27,6 +27,13 @@ A turn fires, in order::
     for each step: before_step, on_chunk*, (before_tool_call, after_tool_call, on_chunk)*, on_step_finish
     on_chat_response            (after persistence and after the session's turn lock is released)
 
+An approval's continuation (``approve_tool_call(id, True)``) runs the approved calls inside
+its first step: ``before_turn``, ``before_step``, then ``before_tool_call`` / execution /
+``after_tool_call`` for each approved call, then that step's model call.
+
+Each hook's docstring ends with **Think:** — what is deliberately different from Think, the
+TypeScript framework these hooks follow, for someone porting a Think agent.
+
 with ``classify_chat_error`` and ``on_chat_error`` on the error path. ``configure_session``
 fires when a session opens, ``register_commands`` when the ``think`` command line builds its
 parser; neither belongs to a turn.
@@ -87,6 +94,9 @@ def configure_session(session: SessionView) -> None:
 
     Broadcast. If an implementation raises, opening the session fails with a
     :class:`~think_core.errors.PluginError` naming the plugin.
+
+    **Think:** ``configureSession`` returns the session it builds; this hook customises the
+    session it is given (its state) and returns nothing.
     """
 
 
@@ -112,6 +122,13 @@ def before_turn(ctx: TurnContext) -> TurnConfig | None:
     ``TurnConfig`` — including a dict with a key that names no field, which Think would ignore
     — the turn fails at stage ``"turn"`` (fail closed) with a
     :class:`~think_core.errors.PluginError` naming the plugin and the key.
+
+    **Think:** an unknown key fails the turn instead of being ignored. ``providerOptions`` are
+    keyed by provider name as in the AI SDK; keys that name no provider are also merged into
+    the body as they are. ``sendReasoning: false`` also keeps the reasoning out of every
+    message served back (``messages()``, snapshots, the HTTP API); it is stored, hidden, for
+    the model's later turns. In an approval's continuation, ``ctx.messages`` do not yet have
+    the approved calls' results (the calls run in the first step, after ``before_step``).
     """
 
 
@@ -125,12 +142,17 @@ def before_step(ctx: StepContext) -> StepConfig | None:
         (the :class:`~think_core.types.StepResult` of earlier steps of this turn), ``model``,
         ``messages`` (what will be sent).
     :returns: a :class:`~think_core.types.StepConfig` (``model``, ``active_tools``,
-        ``tool_choice``, ``system``, ``messages``; or a dict of them, camelCase keys as in
-        Think accepted) or ``None`` to keep the turn's values.
+        ``tool_choice``, ``system``, ``messages``, ``provider_options`` — deep-merged over the
+        turn's; or a dict of them, camelCase keys as in Think accepted) or ``None`` to keep the
+        turn's values.
 
     firstresult. If an implementation raises, or returns something that is not a
     ``StepConfig`` (a dict with a key that names no field included), the turn fails at stage
     ``"turn"`` with a :class:`~think_core.errors.PluginError` naming the plugin (and the key).
+
+    **Think:** an unknown key fails the turn instead of being ignored. The ``active_tools`` of
+    the first step of an approval's continuation also govern the approved calls: a call to a
+    tool left out is answered with an error instead of running.
     """
 
 
@@ -149,6 +171,9 @@ def on_chunk(ctx: ChunkContext) -> None:
     Must be a plain ``def``: an ``async def`` implementation is refused at registration. Do no
     I/O here — buffer, and flush in ``on_step_finish``. If an implementation raises, the error
     is logged with the plugin's name and the turn carries on.
+
+    **Think:** ``onChunk`` may return a promise; here the hook is sync-only, because it runs per
+    token. There are no ``source`` or ``raw`` chunks.
     """
 
 
@@ -172,6 +197,11 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
     ``ToolCallDecision`` (or a dict of its fields and no other key), this call fails with a
     :class:`~think_core.errors.PluginError` naming the plugin: the model receives an error
     result, ``after_tool_call`` sees ``success=False``, and the turn continues.
+
+    **Think:** as in Think, a ``needs_approval`` call is decided only once approved, inside the
+    continuation turn the approval starts (its ``before_turn`` and ``before_step`` first, with
+    that turn's tools and state). A tool returning an async iterable streams preliminary
+    results like a generator tool.
     """
 
 
@@ -198,6 +228,9 @@ def after_tool_call(ctx: ToolCallResultContext) -> None:
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
     the other implementations and the turn carry on.
+
+    **Think:** as ``afterToolCall`` (blocked and substituted calls included), plus
+    ``decision``, ``decided_by`` and ``interrupted``, which Think does not have.
     """
 
 
@@ -211,7 +244,11 @@ def on_step_finish(ctx: StepResult) -> None:
         ``text``, ``reasoning_text``, ``tool_calls``, ``tool_results`` (one
         :class:`~think_core.types.StepToolResult` per settled call: ``tool_call_id``,
         ``tool_name``, ``output``, ``error``), ``usage`` (input/output/total/reasoning/cached
-        tokens), ``model_id``, ``response_id``, ``warnings``, ``provider_metadata``.
+        tokens), ``model_id``, ``response_id``, ``warnings`` (what was dropped on the way, e.g.
+        a setting the provider does not support), ``provider_metadata``, ``request`` (the
+        provider request body as sent, never a credential; ``None`` for a model that is not an
+        HTTP provider) and ``response`` (``id``, ``model``, ``headers``: request ids and
+        rate-limit state).
     :returns: ignored.
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
@@ -233,14 +270,18 @@ def on_chat_response(result: ChatResponseResult) -> None:
     that window skips it), never a second answer. It also does not fire for a turn whose
     submission was retaken by another owner (that owner answers it).
 
-    :param result: ``session``, ``request_id``, ``body``, ``message`` (the persisted
-        assistant UI message; may have no parts),
+    :param result: ``session``, ``request_id``, ``body``, ``message`` (the assistant UI
+        message as stored, or ``None`` when the turn stored none — never an unsaved one),
         ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``, ``error``,
         ``output`` (parsed structured output, when asked for), ``usage`` (turn total).
     :returns: ignored.
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
     the other implementations and the turn carry on.
+
+    **Think:** a nested ``chat()`` from this hook is not skipped but chains a new turn; a turn
+    that stored nothing gets ``message=None``; it also fires for a turn ended by an overflow
+    that recovery could not fix.
     """
 
 
@@ -249,15 +290,26 @@ def on_chat_error(error: BaseException, ctx: ChatErrorContext) -> Any | None:
     """Replace or observe a terminal turn error.
 
     Fires once when a turn fails for good (after any recovery or retry), for errors raised
-    before streaming and errors that arrive inside the model stream alike.
+    before streaming and errors that arrive inside the model stream alike — and for a chat
+    request whose body cannot be parsed (WebSocket frame or ``POST /api/chat``), with
+    ``stage="parse"``, before any turn exists. The turn's partial answer (if any) is already
+    stored, with the error as it stood, so the session read from here shows what the user saw;
+    it is stored again with the text this hook settles on.
 
     :param error: the exception.
     :param ctx: ``session``, ``request_id``, ``body``, ``stage`` (``"parse"``, ``"persist"``,
-        ``"turn"``, ``"stream"``), ``messages_persisted``, ``classification``.
+        ``"turn"``, ``"stream"``), ``messages_persisted``, ``classification`` (what
+        ``classify_chat_error`` said).
     :returns: a replacement (an exception, or a message string) reported instead of
         ``error``, or ``None`` to keep the original.
 
     firstresult. If an implementation raises, it is logged and the original error stands.
+
+    **Think:** ``onChatError`` is sync and fires for some failures only (not for in-stream
+    errors on most paths); this hook may be async and fires for every terminal failure, after
+    classification, whose answer it receives. A ``POST /api/chat`` body that is not JSON, or
+    names no session, fires nothing (there is no session to give the hook); the client gets
+    its 400 as before.
     """
 
 
@@ -277,6 +329,12 @@ def classify_chat_error(error: BaseException, ctx: ChatErrorContext) -> str | No
 
     firstresult. If an implementation raises, it is logged and treated as ``None``; so is an
     answer that is not one of the classes above.
+
+    **Think:** ``classifyChatError`` is consulted only for in-stream errors with reactive
+    overflow recovery on, and only ``"context_overflow"`` has an effect. Here classification
+    runs for every error (parse-stage ones too), drives the step retry (``"rate_limit"``,
+    ``"transient"``) and reaches ``on_chat_error``; the bundled overflow classifier plugin is
+    on once installed (disable it like any entry-point plugin).
     """
 
 

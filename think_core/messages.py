@@ -134,3 +134,11 @@ def origin_message_ids(messages: Sequence[UIMessage]) -> list[str] | None:
             break
         ids.insert(0, message.id)
     return ids or None
+
+
+def served(message: UIMessage) -> UIMessage:
+    """``message`` as a client may see it: without the reasoning a turn with
+    ``send_reasoning=False`` kept from its stream (stored, marked ``hidden``, for the model only)."""
+    if not any(p.get("hidden") for p in message.parts):
+        return message
+    return message.model_copy(update={"parts": [p for p in message.parts if not p.get("hidden")]})

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionResult, TokenCounter, estimate_tokens
 from .events import Usage
 from .messages import new_id, to_model_messages
+from .models.base import ModelMessage
 from .turn import Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatErrorContext, ErrorStage, UIMessage
@@ -31,6 +33,9 @@ logger = logging.getLogger("think.recovery")
 #: counterpart of Think's ``chat:request:failed`` diagnostics event: INFO, so that it is quiet
 #: unless an application routes ``think.events`` somewhere.
 events = logging.getLogger("think.events")
+
+
+SavePartial = Callable[[], Awaitable[Any]]
 
 
 @dataclass
@@ -55,7 +60,12 @@ class TurnRecovery:
         return self.deps.hooks
 
     async def run_with_overflow_recovery(
-        self, request: TurnRequest, request_id: str, body: dict[str, Any] | None, builder: AssistantMessageBuilder
+        self,
+        request: TurnRequest,
+        request_id: str,
+        body: dict[str, Any] | None,
+        builder: AssistantMessageBuilder,
+        save_partial: SavePartial | None = None,
     ) -> TurnOutcome:
         """Run the turn; on a context overflow, compact and re-run it (bounded)."""
         overflow = self.deps.context_overflow
@@ -90,7 +100,9 @@ class TurnRecovery:
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue
-                return await self.fail(failure, request_id, builder, persisted=True, usage=turn.usage, body=body)
+                return await self.fail(
+                    failure, request_id, builder, persisted=True, usage=turn.usage, body=body, save_partial=save_partial
+                )
             finally:
                 self._remember(turn)
             builder.finish()
@@ -100,12 +112,15 @@ class TurnRecovery:
         db, session_id = self.deps.db, self.session.id
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
-            updated = await turn.run_approved_calls(last) if last is not None else None
-            if updated is not None:
-                await db.upsert_message(session_id, updated)
             if last is not None and last.id == turn.builder.message_id and not turn.builder.parts:
-                turn.builder.restore(last.id, (updated or last).parts)  # the answer goes on in it
-        turn.history = to_model_messages(_up_to(await db.history(session_id), answers))
+                turn.builder.restore(last.id, last.parts)  # the answer goes on in it
+            turn.approvals = last  # its approved calls run in the turn's first step
+
+        async def load_history() -> list[ModelMessage]:
+            return to_model_messages(_up_to(await db.history(session_id), answers))
+
+        turn.reload_history = load_history
+        turn.history = await load_history()
         try:
             return await turn.run()
         except (TurnFailed, asyncio.CancelledError):
@@ -143,9 +158,32 @@ class TurnRecovery:
         persisted: bool,
         usage: Usage | None = None,
         body: dict[str, Any] | None = None,
+        save_partial: SavePartial | None = None,
     ) -> TurnOutcome:
-        """End the turn as ``error``: ``on_chat_error`` may replace the error or its message."""
+        """End the turn as ``error``: ``on_chat_error`` may replace the error or its message.
+
+        ``save_partial`` stores what the turn produced so far (with the error as it stands)
+        before ``on_chat_error`` runs, so a plugin reading the session there sees the answer the
+        user saw; the runner stores it again afterwards with the error text the hook settled on."""
         await self._classify(failure, request_id, body, persisted)
+        if save_partial is not None:
+            builder.error_text = str(failure.error) or type(failure.error).__name__
+            await save_partial()
+        error_text = await self._report(failure, request_id, body, persisted)
+        builder.error(error_text)
+        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
+
+    async def report_unparsed(self, error: BaseException, request_id: str, body: dict[str, Any] | None = None) -> str:
+        """A chat request that could not be parsed (no turn exists): classified, handed to
+        ``on_chat_error`` with ``stage="parse"`` and recorded; returns the error text to send."""
+        failure = TurnFailed(error, "parse")
+        await self._classify(failure, request_id, body, persisted=False)
+        return await self._report(failure, request_id, body, persisted=False)
+
+    async def _report(
+        self, failure: TurnFailed, request_id: str, body: dict[str, Any] | None, persisted: bool
+    ) -> str:
+        """``on_chat_error`` (its answer may replace the error) and the ``chat:request:failed`` record."""
         ctx = self.error_context(body, request_id, failure.stage, persisted)
         ctx.classification = failure.classification
         replacement = await self.hooks.on_chat_error(failure.error, ctx)
@@ -163,8 +201,7 @@ class TurnRecovery:
                 "persisted": persisted,
             },
         )
-        builder.error(error_text)
-        return TurnOutcome("error", error_text=error_text, usage=usage if usage is not None else Usage())
+        return error_text
 
     # -- compaction between and around turns ------------------------------------------------------
     async def compact(self, reason: str, token_counter: TokenCounter | None = None) -> CompactionResult:

@@ -120,7 +120,7 @@ class TurnRunner:
                 await self.lock.release()
             if outcome is None:  # skipped before running
                 return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
-            return await self._respond(request, request_id, handle, outcome, persisted or builder.message())
+            return await self._respond(request, request_id, handle, outcome, persisted, builder.message())
         finally:
             self.active.pop(request_id, None)
             if sink is not None and sink.live is not None:
@@ -128,13 +128,20 @@ class TurnRunner:
                 await asyncio.shield(self.session.streams.end(sink.live, outcome.status if outcome else "aborted"))
 
     async def _respond(
-        self, request: TurnRequest, request_id: str, handle: ActiveTurn, outcome: TurnOutcome, message: UIMessage
+        self,
+        request: TurnRequest,
+        request_id: str,
+        handle: ActiveTurn,
+        outcome: TurnOutcome,
+        persisted: UIMessage | None,
+        built: UIMessage,
     ) -> TurnResult:
         """``on_chat_response`` (the lock is released), then the entry path's result. A cancel
-        while the hook runs stops the hook; the turn's answer is already persisted and stands."""
+        while the hook runs stops the hook; the turn's answer is already persisted and stands.
+        The hook gets the stored answer only (``None`` when the turn stored none); the entry
+        path's result keeps the message as built."""
         fields: dict[str, Any] = dict(
             request_id=request_id,
-            message=message,
             status=outcome.status,
             continuation=request.continuation,
             error=outcome.error_text,
@@ -143,14 +150,16 @@ class TurnRunner:
         )
         if handle.answer_refused:
             logger.warning("turn %s lost its submission to another owner; its answer was dropped", request_id)
-            return TurnResult(**fields)
+            return TurnResult(message=built, **fields)
         try:
-            await self.hooks.on_chat_response(ChatResponseResult(session=self.session, body=handle.body, **fields))
+            await self.hooks.on_chat_response(
+                ChatResponseResult(session=self.session, body=handle.body, message=persisted, **fields)
+            )
         except asyncio.CancelledError:
             if not _absorb_cancel(handle):
                 raise
             logger.warning("turn %s was cancelled while on_chat_response ran; the hook was stopped", request_id)
-        return TurnResult(**fields)
+        return TurnResult(message=persisted or built, **fields)
 
     async def _locked_turn(
         self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder,
@@ -186,7 +195,9 @@ class TurnRunner:
             except Exception as exc:
                 failure = TurnFailed(exc, "persist")
                 return await self.recovery.fail(failure, request_id, builder, persisted=False, body=body), None
-            outcome = await self.recovery.run_with_overflow_recovery(request, request_id, body, builder)
+            outcome = await self.recovery.run_with_overflow_recovery(
+                request, request_id, body, builder, save_partial=lambda: self._save_partial(request, builder)
+            )
             message = await self._persist(request, handle, builder, outcome)
             # A cancel arriving now (the answer is already persisted) ends here as well.
             await self.recovery.compact_between_turns()
@@ -247,6 +258,15 @@ class TurnRunner:
             return None
         builder.persisted = message
         return message
+
+    async def _save_partial(self, request: TurnRequest, builder: AssistantMessageBuilder) -> None:
+        """The failed turn's answer so far, stored before ``on_chat_error``. A plain upsert even
+        for a durable submission: its answer and completion are still stored together after the
+        hook (the same message id, so this one is overwritten, never doubled)."""
+        if builder.has_content():
+            await self.db.upsert_message(self.session.id, builder.message())
+        elif builder.error_text is not None:
+            await self._note_error(builder.error_text, request.answers)
 
     async def _note_error(self, error_text: str, answers: str | None) -> None:
         """A turn that failed before any output leaves no answer; its error goes into the

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import inspect
 import logging
 from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
+from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
 from .chat_submissions import ChatSubmissions, durable_chat
 from .compaction import CompactionResult, TokenCounter
-from .messages import MessageInput, coerce_messages, new_id
+from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
 from .runner import TurnRunner
 from .store import Submission
@@ -145,8 +145,9 @@ class Session:
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
-        """The persisted UI messages, oldest first."""
-        return await self._db.list_messages(self.id)
+        """The persisted UI messages, oldest first, as clients see them (reasoning kept from the
+        stream by ``send_reasoning=False`` is left out; ``history()`` is what the model sees)."""
+        return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
@@ -158,7 +159,7 @@ class Session:
         self._assert_not_nested("replace_messages")
         async with self._runner.lock:
             await replace_history(self._db, self.id, coerce_messages(messages))
-            return await self._db.list_messages(self.id)
+            return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
         """Append messages to the history without running a turn (allowed inside a turn)."""
@@ -178,13 +179,23 @@ class Session:
         body: dict[str, Any] | None = None,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         request_id: str | None = None,
+        on_start: Callable[[str], Any] | None = None,
+        on_done: Callable[[TurnResult], Any] | None = None,
+        on_error: Callable[[Any], Any] | None = None,
     ) -> TurnResult:
         """Run a turn for ``input`` (a string, a UI message or a list) and return its result.
-        ``on_event`` (a plain function) receives every UI message stream chunk as it is produced."""
-        _check_callback(on_event)
-        return await self._runner.run(
-            TurnRequest("chat", coerce_messages(input), body=body, emit=on_event, request_id=request_id)
-        )
+
+        The callbacks are those of Think's sub-agent ``chat()``, each a plain or an async
+        function: ``on_start(request_id)`` before the turn, ``on_event(chunk)`` per UI message
+        stream chunk, ``on_done(result)`` once it completed, ``on_error(error)`` once it failed
+        (the error text, or the exception the call then does not raise). See
+        :mod:`think_core.chat_callbacks`."""
+        request = TurnRequest("chat", coerce_messages(input), body=body, request_id=request_id or new_id("req"))
+        callbacks = ChatCallbacks(on_start, on_event, on_done, on_error)
+        if callbacks.plain():
+            request.emit = on_event
+            return await self._runner.run(request)
+        return await run_with_callbacks(self._runner.run, request, callbacks)
 
     async def save_messages(
         self, messages: MessagesOrFunction, *, body: dict[str, Any] | None = None
@@ -281,13 +292,15 @@ class Session:
         auto_continue: bool = True,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         request_id: str | None = None,
+        body: dict[str, Any] | None = None,
     ) -> TurnResult | None:
         """Settle a pending client tool call with ``output`` (or ``error``). When every pending
         call of that assistant message is settled and ``auto_continue`` is set, an
         auto-continuation turn runs and its result is returned."""
-        _check_callback(on_event)
+        check_sync_callback(on_event)
         await self.open()
-        return await self._settle(tool_call_id, result_update(tool_call_id, output, error), auto_continue, on_event, request_id)
+        settle = result_update(tool_call_id, output, error)
+        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     async def approve_tool_call(
         self,
@@ -298,13 +311,16 @@ class Session:
         auto_continue: bool = True,
         on_event: Callable[[dict[str, Any]], Any] | None = None,
         request_id: str | None = None,
+        body: dict[str, Any] | None = None,
     ) -> TurnResult | None:
-        """Answer an approval request. An approved call runs at the start of the continuation
-        (``before_tool_call`` still has the final say); a denied one is answered with an error."""
-        _check_callback(on_event)
+        """Answer an approval request. An approved call runs inside the continuation it starts
+        (``body``: that turn's body; ``None`` reuses the last turn's): its ``before_turn``, then
+        ``before_step``, then ``before_tool_call`` (which still has the final say), execution,
+        ``after_tool_call`` and the model step. A denied one is answered with an error."""
+        check_sync_callback(on_event)
         await self.open()
         settle = approval_update(tool_call_id, approved, reason)
-        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id)
+        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     async def _settle(
         self,
@@ -313,11 +329,14 @@ class Session:
         auto_continue: bool,
         on_event: Callable[[dict[str, Any]], Any] | None,
         request_id: str | None,
+        body: dict[str, Any] | None = None,
     ) -> TurnResult | None:
         # The read-modify-write holds the turn lock, so it never interleaves with a turn that is
         # writing the same message (one still streaming, or one running approved calls). From
         # inside a turn of this session the lock is already ours.
-        request = TurnRequest("auto_continue", None, continuation=True, emit=on_event, request_id=request_id)
+        request = TurnRequest(
+            "auto_continue", None, continuation=True, body=body, emit=on_event, request_id=request_id
+        )
         if self._runner.in_turn():
             if await apply_answer(self._db, self.id, tool_call_id, settle) and auto_continue:
                 # A continuation cannot run inside the current turn: it runs right after it.
@@ -373,6 +392,15 @@ class Session:
             await asyncio.gather(*self._background, return_exceptions=True)
 
     # -- cancellation -----------------------------------------------------------------------------
+    async def report_unparsed(
+        self, error: BaseException, request_id: str | None = None, body: dict[str, Any] | None = None
+    ) -> str:
+        """A chat request for this session that could not be parsed (a transport calls this: no
+        turn exists): ``classify_chat_error`` and ``on_chat_error`` with ``stage="parse"``, one
+        ``chat:request:failed`` record. Returns the error text to send the client."""
+        await self.open()
+        return await self._runner.recovery.report_unparsed(error, request_id or new_id("req"), body)
+
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
         return self._runner.cancel(request_id)
@@ -431,12 +459,3 @@ class Session:
                 yield chunk
 
 
-def _check_callback(on_event: Any) -> None:
-    """``on_event`` runs on the hot path, synchronously, per chunk: a coroutine function would
-    never be awaited. Use ``session.stream()`` to consume chunks asynchronously."""
-    if on_event is None:
-        return
-    # A callable object whose __call__ is a coroutine function is just as wrong as one.
-    call_method = type(on_event).__call__ if not inspect.isfunction(on_event) else None
-    if inspect.iscoroutinefunction(on_event) or inspect.iscoroutinefunction(call_method):
-        raise TypeError("on_event must be a plain function (use session.stream() for async consumption)")

@@ -15,6 +15,7 @@ from typing import Any
 
 from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
 from .models.base import ModelRequest, ToolCallRequest
+from .models.exchange import EXCHANGE, StepExchange
 from .types import ChunkContext, StepResult
 from .ui_stream import AssistantMessageBuilder
 
@@ -52,6 +53,8 @@ async def stream_step(
     calls: list[ToolCallRequest] = []
     finish = None
     streamed = False
+    exchange = StepExchange()
+    exchanging = EXCHANGE.set(exchange)
     try:
         async with aclosing(model.stream(request)) as events:
             async for event in events:
@@ -98,7 +101,11 @@ async def stream_step(
     except Exception as exc:
         builder.drop_unfinished_tool_inputs()
         raise StepStreamError(exc, streamed) from exc
+    finally:
+        EXCHANGE.reset(exchanging)
     builder.drop_unfinished_tool_inputs()
+    model_id = finish.model_id if finish and finish.model_id else getattr(model, "model_id", None)
+    response_id = finish.response_id if finish else None
     return StepResult(
         session=session,
         request_id=request_id,
@@ -109,9 +116,12 @@ async def stream_step(
         reasoning_text="".join(reasoning),
         tool_calls=calls,
         usage=finish.usage if finish else Usage(),
-        model_id=(finish.model_id if finish and finish.model_id else getattr(model, "model_id", None)),
-        response_id=finish.response_id if finish else None,
+        model_id=model_id,
+        response_id=response_id,
         provider_metadata=finish.provider_metadata if finish else None,
+        request=exchange.request,
+        response={"id": response_id, "model": model_id, "headers": exchange.headers},
+        warnings=exchange.warnings,
     )
 
 

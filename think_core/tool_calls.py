@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import time
+from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -212,27 +213,34 @@ class ToolCallRunner:
         if function is None:  # a client tool: its calls wait for the client and never get here
             raise TypeError(f"tool {tool.name!r} has no implementation to run")
         if tool.is_generator:
-            last: Any = None
-            observers = self.hooks.chunk_observers
-            async for value in function(**run_input):
-                last = value
-                self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
-                if observers:
-                    self.hooks.emit_chunk(
-                        ChunkContext(
-                            self.session, self.request_id, step_number,
-                            ToolResult(call.id, call.name, value, preliminary=True), self.body,
-                        )
-                    )
-            return last
+            return await self._consume(step_number, call, function(**run_input))
         if tool.is_async:
-            return await function(**run_input)
-        # A plain function may block (file or network I/O): run it in a worker thread so the
-        # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
-        result = await asyncio.to_thread(function, **run_input)
-        if inspect.isawaitable(result):
-            return await result
+            result = await function(**run_input)
+        else:
+            # A plain function may block (file or network I/O): run it in a worker thread so the
+            # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
+            result = await asyncio.to_thread(function, **run_input)
+            if inspect.isawaitable(result):
+                result = await result
+        if isinstance(result, AsyncIterable):  # returned, not written as a generator: the same contract
+            return await self._consume(step_number, call, result)
         return result
+
+    async def _consume(self, step_number: int, call: ToolCallRequest, results: AsyncIterable[Any]) -> Any:
+        """Each item of a streaming tool is a preliminary result; the last one is the result."""
+        last: Any = None
+        observers = self.hooks.chunk_observers
+        async for value in results:
+            last = value
+            self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
+            if observers:
+                self.hooks.emit_chunk(
+                    ChunkContext(
+                        self.session, self.request_id, step_number,
+                        ToolResult(call.id, call.name, value, preliminary=True), self.body,
+                    )
+                )
+        return last
 
     async def _finish(
         self,

@@ -2,7 +2,7 @@
 
 ``@tool`` builds a :class:`Tool` from a function's signature (JSON schema via pydantic) and
 docstring. A tool may be sync, async, or an async generator (its yields are preliminary
-results; the last one is the result). A *client tool* has a schema and no implementation:
+results; the last one is the result), or return an async iterable (consumed the same way). A *client tool* has a schema and no implementation:
 the call is handed to the client and answered with ``session.add_tool_result``.
 """
 

@@ -17,36 +17,34 @@ after a crash, it replays the finished steps and carries on with the interrupted
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .approvals import run_approved_calls
 from .compaction import CompactionResult, Compactor
 from .events import Usage
-from .messages import is_tool_part, to_model_messages, tool_name_of
+from .messages import to_model_messages
 from .models.base import (
     AssistantMessage,
     CallSettings,
     ModelMessage,
     ModelRequest,
     OutputSpec,
-    ToolCallRequest,
     ToolMessage,
     ToolSpec,
 )
-from .models.retry import RETRY_LISTENER, RetryNotice, is_retryable
-from .policy import ContextOverflowConfig, RetryConfig, step_retry_delay
-from .step_stream import CallIds, StepStreamError, stream_step
+from .policy import ContextOverflowConfig, RetryConfig
+from .step_attempts import RetriedSteps
+from .step_stream import CallIds
 from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
 from .turn_journal import TurnJournal
-from .turn_plan import TurnPlan, checked_tools, compaction_data, with_continue_checkpoint
+from .turn_plan import TurnPlan, checked_tools, compaction_data, step_settings, with_continue_checkpoint
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import (
-    ChatErrorContext,
     StepConfig,
     StepContext,
     StepResult,
@@ -83,12 +81,14 @@ class TurnDeps:
     compactor: Compactor
 
 
-class Turn:
+class Turn(RetriedSteps):
     """Runs the steps of one turn. Created and driven by the runner under the turn lock.
 
     ``last_input_tokens`` carries the input size of the latest step across turns (the runner
     reads it back after the turn): the proactive guard compares it with its threshold.
     """
+
+    deps: TurnDeps
 
     def __init__(
         self,
@@ -124,6 +124,10 @@ class Turn:
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
+        #: A continuation's message whose approved calls run in its first step (see ``approvals``),
+        #: and how the turn reloads its history once they have.
+        self.approvals: UIMessage | None = None
+        self.reload_history: Callable[[], Awaitable[list[ModelMessage]]] | None = None
         self.tool_runner = ToolCallRunner(
             session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body, journal=journal
         )
@@ -136,23 +140,6 @@ class Turn:
             for name, client_tool in client_tools_from(self.body.get("clientTools")).items():
                 tools.setdefault(name, client_tool)
         return tools
-
-    async def run_approved_calls(self, message: UIMessage) -> UIMessage | None:
-        """Run the calls of ``message`` that a human approved (state ``approval-responded``)
-        and write their results back into it. Returns the updated message, or ``None``."""
-        approved = [
-            ToolCallRequest(id=p["toolCallId"], name=tool_name_of(p), input=p.get("input") or {})
-            for p in message.parts
-            if is_tool_part(p) and p.get("state") == "approval-responded"
-        ]
-        if not approved:
-            return None
-        builder = AssistantMessageBuilder.resume(message, self.builder._emit)
-        runner = ToolCallRunner(
-            self.session, self.request_id, self.hooks, builder, approved=frozenset(c.id for c in approved), body=self.body
-        )
-        await runner.run_all(0, approved, self.base_tools(), list(self.history))
-        return builder.message(message.metadata)
 
     async def run(self) -> TurnOutcome:
         plan = await self._apply_turn_config(await self._before_turn())
@@ -258,15 +245,36 @@ class Turn:
             raise TurnFailed(exc, "turn") from exc
         active = step_config.active_tools if step_config.active_tools is not None else plan.active_tools
         tools = {n: t for n, t in plan.tools.items() if active is None or n in active}
+        if self.approvals is not None:
+            messages = await self._run_approvals(step_number, tools, messages)
         request = ModelRequest(
             system=step_config.system if step_config.system is not None else plan.system,
             messages=list(step_config.messages) if step_config.messages is not None else messages,
             tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in tools.values()],
             tool_choice=step_config.tool_choice if step_config.tool_choice is not None else plan.tool_choice,
             output=plan.output_spec,
-            settings=plan.settings,
+            settings=step_settings(plan.settings, step_config.provider_options),
         )
         return model, request, tools
+
+    async def _run_approvals(
+        self, step_number: int, tools: dict[str, Tool], messages: list[ModelMessage]
+    ) -> list[ModelMessage]:
+        """Run the approved calls of the continued message; the step's messages, with their results."""
+        message, self.approvals = self.approvals, None
+        assert message is not None
+        updated = await run_approved_calls(message, self.builder, self._approved_runner, step_number, tools, messages)
+        if updated is None:
+            return messages
+        await self.deps.db.upsert_message(self.session.id, updated)
+        if self.messages_from_hook or self.reload_history is None:
+            return messages  # before_turn chose the messages; the results are in the session
+        self.history = await self.reload_history()
+        self.base_messages = with_continue_checkpoint(list(self.history))
+        return self.base_messages + self.step_messages
+
+    def _approved_runner(self, builder: AssistantMessageBuilder, approved: frozenset[str]) -> ToolCallRunner:
+        return ToolCallRunner(self.session, self.request_id, self.hooks, builder, approved=approved, body=self.body)
 
     async def _record_step(self, step: StepResult, outcomes: list[ToolOutcome]) -> None:
         """Add the finished step to the turn's record and the next step's messages, journal it,
@@ -346,67 +354,3 @@ class Turn:
         self.last_input_tokens = 0
         if not self.messages_from_hook:
             self.base_messages = with_continue_checkpoint(to_model_messages(await self.deps.db.history(self.session.id)))
-
-    async def _stream_step_with_retry(self, step_number: int, model: Any, request: ModelRequest) -> StepResult:
-        """Stream one step; a ``transient`` / ``rate_limit`` failure before any output is retried."""
-        policy = self.deps.retry
-        transport_retries = getattr(model, "retries_before_output", False)
-        observers = self.hooks.chunk_observers
-        attempt = 0
-        while True:
-            try:
-                return await self._stream_step(step_number, model, request, observers)
-            except StepStreamError as error:
-                failure = TurnFailed(error.error, "stream", error.streamed)
-                if failure.streamed:
-                    raise failure from error.error
-                failure.classification = await self.hooks.classify_chat_error(
-                    failure.error,
-                    ChatErrorContext(
-                        session=self.session,
-                        request_id=self.request_id,
-                        stage="stream",
-                        messages_persisted=True,
-                        body=self.body,
-                    ),
-                )
-                failure.classified = True
-                if failure.classification not in ("transient", "rate_limit") or attempt >= policy.max_retries:
-                    raise failure from error.error
-                if transport_retries and is_retryable(failure.error):
-                    # The provider already retried this one; retrying again multiplies attempts.
-                    raise failure from error.error
-                attempt += 1
-                delay = step_retry_delay(failure.error, attempt, policy)
-                logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
-                self.builder.finish_step()
-                self._retry_notice(RetryNotice(attempt, delay, failure.error), classification=failure.classification)
-                await asyncio.sleep(delay)
-
-    async def _stream_step(self, step_number: int, model: Any, request: ModelRequest, observers: tuple[Any, ...]) -> StepResult:
-        # The provider's own pre-output retries are shown like the step's.
-        listening = RETRY_LISTENER.set(self._retry_notice)
-        try:
-            return await stream_step(
-                model,
-                request,
-                step_number=step_number,
-                session=self.session,
-                request_id=self.request_id,
-                builder=self.builder,
-                call_ids=self.call_ids,
-                invalid_inputs=self.invalid_inputs,
-                emit_chunk=self.hooks.emit_chunk,
-                observers=observers,
-                body=self.body,
-            )
-        finally:
-            RETRY_LISTENER.reset(listening)
-
-    def _retry_notice(self, notice: RetryNotice, *, classification: str | None = None) -> None:
-        """A ``data-think-retry`` chunk: which retry waits how long, after which error."""
-        error, status = notice.error, getattr(notice.error, "status", None)
-        self.builder.data("think-retry", {
-            "attempt": notice.attempt, "delay": round(notice.delay, 3), "classification": classification,
-            "status": status if isinstance(status, int) else None, "error": str(error) or type(error).__name__,
-        })

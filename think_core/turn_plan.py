@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compaction import CompactionResult
-from .models.base import CallSettings, ModelMessage, OutputSpec, UserMessage
+from .models.base import CallSettings, ModelMessage, OutputSpec, UserMessage, deep_merge
 from .tools import Tool
 
-__all__ = ["TurnPlan", "checked_tools", "compaction_data", "with_continue_checkpoint"]
+__all__ = ["TurnPlan", "checked_tools", "compaction_data", "step_settings", "with_continue_checkpoint"]
 
 
 @dataclass
@@ -57,3 +57,11 @@ def compaction_data(result: CompactionResult) -> dict[str, Any]:
         "tokensBefore": result.tokens_before,
         "tokensAfter": result.tokens_after,
     }
+
+
+def step_settings(settings: CallSettings, provider_options: dict[str, Any] | None) -> CallSettings:
+    """The turn's call settings with a step's ``provider_options`` deep-merged over its own."""
+    if not provider_options:
+        return settings
+    merged = deep_merge(settings.provider_options or {}, provider_options)
+    return settings.model_copy(update={"provider_options": merged})

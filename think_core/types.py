@@ -138,6 +138,10 @@ class TurnConfig(BaseModel):
 
     ``tools`` is additive (merged over the agent's tools); ``active_tools`` restricts which
     tools the model may call; ``output`` is a pydantic model class or a JSON schema dict.
+    ``provider_options`` are deep-merged into the provider's request body, keyed by provider
+    name as AI SDK ``providerOptions`` are (``{"openai": {"reasoning_effort": "low"},
+    "anthropic": {"thinking": {...}}}``; ``"google"`` or ``"gemini"`` for Gemini): the running
+    model takes its own provider's entry and ignores the others'.
     """
 
     model_config = _HOOK_ANSWER
@@ -185,7 +189,11 @@ class StepResult(_Context):
     """Argument of ``on_step_finish``; also the items of ``StepContext.steps``.
 
     ``tool_results`` also accepts dicts of :class:`StepToolResult`'s fields, validated into it
-    (on assignment too).
+    (on assignment too). ``request`` is the provider request body as sent (credentials travel
+    in headers and are never in it; ``None`` for a model that is not an HTTP provider);
+    ``response`` has the response's ``id``, ``model`` and ``headers`` (request ids, rate-limit
+    state); ``warnings`` say what was dropped on the way (a setting the provider does not
+    support).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=True)
@@ -201,6 +209,8 @@ class StepResult(_Context):
     response_id: str | None = None
     warnings: list[str] = Field(default_factory=list)
     provider_metadata: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None
+    response: dict[str, Any] | None = None
 
 
 class StepContext(_Context):
@@ -222,6 +232,8 @@ class StepConfig(BaseModel):
     tool_choice: ToolChoice | None = None
     system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
+    provider_options: dict[str, Any] | None = None
+    """Deep-merged over the turn's ``provider_options`` for this step (see ``TurnConfig``)."""
 
 
 class ChunkContext:
@@ -317,9 +329,12 @@ class ToolCallResultContext(_Context):
 
 
 class ChatResponseResult(_Context):
-    """Argument of ``on_chat_response``: the end of a turn, after persistence and lock release."""
+    """Argument of ``on_chat_response``: the end of a turn, after persistence and lock release.
 
-    message: UIMessage
+    ``message`` is the assistant message as stored, or ``None`` when the turn stored none (it
+    produced no parts, e.g. it failed before any output): never a message that was not saved."""
+
+    message: UIMessage | None = None
     status: Literal["completed", "error", "aborted"]
     continuation: bool = False
     error: str | None = None

@@ -126,7 +126,9 @@ class AssistantMessageBuilder:
         self._close_block()
         self._block_counter += 1
         block_id = f"{kind[0]}{self._block_counter}"
-        part = {"type": kind, "text": "", "_id": block_id}
+        part: dict[str, Any] = {"type": kind, "text": "", "_id": block_id}
+        if kind == "reasoning" and not self.send_reasoning:
+            part["hidden"] = True  # stored for the model's later turns, never served to a client
         self.parts.append(part)
         self._open_kind, self._open_part, self._open_id, self._pieces = kind, part, block_id, []
         if self._emit and (kind == "text" or self.send_reasoning):
@@ -235,6 +237,8 @@ def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
             if builder.parts:
                 builder.finish_step()
             builder.start_step()
+        elif part.get("hidden"):
+            continue
         elif kind in ("text", "reasoning"):
             (builder.text_delta if kind == "text" else builder.reasoning_delta)(part.get("text", ""))
             builder._close_block()

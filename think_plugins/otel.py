@@ -289,7 +289,7 @@ class OTelTracing:
             self._end_children(turn, error_type)
             _fail(span, error_type, result.error or result.status)
         elif self._capturing(span):
-            message = {"role": "assistant", "parts": [{"type": "text", "content": result.message.text}]}
+            message = {"role": "assistant", "parts": [{"type": "text", "content": result.message.text if result.message else ""}]}
             span.set_attribute("gen_ai.output.messages", self._json([message]))
         span.end()
 

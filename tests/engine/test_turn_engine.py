@@ -207,8 +207,10 @@ async def test_send_reasoning_false_hides_reasoning_chunks_but_keeps_the_part():
     agent = Think(model, load_entrypoints=False, send_reasoning=False)
     chunks = [c async for c in agent.session("s").stream("hello")]
     assert not [c for c in chunks if c["type"].startswith("reasoning")]
-    stored = (await agent.session("s").messages())[-1]
+    stored = (await agent.session("s").history())[-1]  # the stored message, as the model sees it
     assert any(p["type"] == "reasoning" and p["text"] == "secret plan" for p in stored.parts)
+    served = (await agent.session("s").messages())[-1]  # what clients are served: no reasoning
+    assert served.id == stored.id and not [p for p in served.parts if p["type"] == "reasoning"]
 
 
 async def test_before_turn_config_is_applied():

@@ -28,7 +28,8 @@ from typing import Any, Unpack
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
-from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
+from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -96,12 +97,12 @@ class AnthropicModel(StreamingHTTPModel):
             body["tools"] = tools
             if choice is not None:
                 body["tool_choice"] = choice
+        warn_unsupported(self.provider, [("seed", s.seed)])
         for key, value in (("temperature", s.temperature), ("top_p", s.top_p), ("stop_sequences", s.stop)):
             if value is not None:
                 body[key] = value
-        if s.provider_options:
-            body.update(s.provider_options)  # the escape hatch: thinking, metadata, top_k, ...
-        return body
+        # The escape hatch (reasoning_effort, thinking, top_k, safetySettings ...), deep-merged.
+        return apply_provider_options(body, request.settings.provider_options, self.option_names)
 
     def event_mapper(self, request: ModelRequest) -> EventMapper:
         return _MessageMapper(self.provider, self.model_id, _OutputTool.for_request(request))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import (
     Annotated,
     Any,
@@ -67,7 +67,13 @@ class OutputSpec(BaseModel):
 
 
 class CallSettings(BaseModel):
-    """Per-call knobs passed through to the provider. ``None`` = provider default."""
+    """Per-call knobs passed through to the provider. ``None`` = provider default.
+
+    ``provider_options`` are deep-merged into the provider's request body. Keyed by provider
+    name, as AI SDK ``providerOptions`` are (``{"openai": {...}, "anthropic": {...}}``), each
+    model takes the entry of its own provider and ignores the others'; keys that name no
+    provider are merged as they are (the options of whichever model runs).
+    """
 
     temperature: float | None = None
     top_p: float | None = None
@@ -109,3 +115,32 @@ class Model(Protocol):
     provider: str
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+#: The provider names ``provider_options`` may be keyed by (an entry for another provider than
+#: the one running is ignored, never sent as a body key).
+PROVIDER_NAMES = frozenset({"openai", "anthropic", "google", "gemini", "vertex", "azure", "http", "scripted"})
+
+
+def deep_merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``extra`` laid over it; nested dicts are merged, anything else replaced."""
+    merged = dict(base)
+    for key, value in extra.items():
+        current = merged.get(key)
+        merged[key] = deep_merge(current, value) if isinstance(current, dict) and isinstance(value, Mapping) else value
+    return merged
+
+
+def apply_provider_options(
+    body: dict[str, Any], options: Mapping[str, Any] | None, names: Iterable[str]
+) -> dict[str, Any]:
+    """``body`` with the ``provider_options`` meant for a provider called any of ``names``."""
+    if not options:
+        return body
+    own = set(names)
+    flat = {k: v for k, v in options.items() if k not in PROVIDER_NAMES and k not in own}
+    body = deep_merge(body, flat)
+    for key, value in options.items():
+        if key in own and isinstance(value, Mapping):
+            body = deep_merge(body, value)
+    return body

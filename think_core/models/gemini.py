@@ -32,7 +32,7 @@ from typing import Any, Unpack
 from ..errors import ProviderError
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._wire import decode_json, stop_reason_mapper, tool_output_text
-from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
+from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -60,11 +60,13 @@ class GeminiModel(StreamingHTTPModel):
     ``thinking``: the ``generationConfig.thinkingConfig`` to send, e.g.
     ``{"includeThoughts": True, "thinkingBudget": 1024}`` to stream thought summaries as
     reasoning. Other options as for :class:`~think_core.models.http_model.StreamingHTTPModel`;
-    ``CallSettings.provider_options`` are merged into the body one level deep (so
-    ``{"generationConfig": {"topK": 5}}`` adds to the generation config).
+    ``CallSettings.provider_options`` are deep-merged into the body (so
+    ``{"generationConfig": {"topK": 5}}`` adds to the generation config), under ``"google"`` or
+    ``"gemini"`` when keyed by provider.
     """
 
     provider = "google"
+    provider_aliases = ("gemini",)
     default_base_url = DEFAULT_BASE_URL
     base_url_env = "GOOGLE_BASE_URL"
     api_key_env = "GEMINI_API_KEY"
@@ -100,12 +102,8 @@ class GeminiModel(StreamingHTTPModel):
             config["thinkingConfig"] = dict(self.thinking)
         if config:
             body["generationConfig"] = config
-        for key, value in (request.settings.provider_options or {}).items():
-            if isinstance(value, dict) and isinstance(body.get(key), dict):
-                body[key] = {**body[key], **value}
-            else:
-                body[key] = value
-        return body
+        # The escape hatch (reasoning_effort, thinking, top_k, safetySettings ...), deep-merged.
+        return apply_provider_options(body, request.settings.provider_options, self.option_names)
 
     def event_mapper(self, request: ModelRequest) -> EventMapper:
         return _ChunkMapper(self.provider, self.model_id)

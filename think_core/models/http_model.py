@@ -39,6 +39,7 @@ from ._http import (
     resolve_api_key,
 )
 from .base import ModelRequest
+from .exchange import record_request, record_response
 from .retry import RetryPolicy, stream_with_retry
 from .sse import SSEEvent, aiter_sse_batches
 
@@ -122,6 +123,8 @@ class StreamingHTTPModel:
     """
 
     provider: str = "http"
+    #: Other names ``provider_options`` may key this provider's entry by (``"gemini"`` for ``"google"``).
+    provider_aliases: ClassVar[tuple[str, ...]] = ()
     default_base_url: ClassVar[str] = ""
     base_url_env: ClassVar[str] = ""
     api_key_env: ClassVar[str] = ""
@@ -163,6 +166,11 @@ class StreamingHTTPModel:
 
     # -- what a provider supplies ------------------------------------------------------------
 
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        """The keys of ``provider_options`` whose entry this model takes."""
+        return (self.provider, type(self).provider, *self.provider_aliases)
+
     def endpoint(self, request: ModelRequest) -> str:
         """The URL of one step's POST."""
         return self.base_url + self.path
@@ -195,15 +203,18 @@ class StreamingHTTPModel:
     async def _attempt(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         mapper = self.event_mapper(request)
         provider = self.provider
+        body = self.build_body(request)
+        record_request(body)
         async with post_event_stream(
             self._client,
             self.endpoint(request),
-            body=self.build_body(request),
+            body=body,
             headers=self.request_headers(request),
             params=self._query,
             timeout=call_timeout(self._timeout, request.settings.timeout),
             provider=provider,
         ) as response:
+            record_response(response.headers)
             async with aclosing(aiter_sse_batches(response.aiter_bytes())) as batches:
                 on_event = mapper.on_event
                 async for batch in batches:

@@ -24,7 +24,7 @@ from typing import Any, Unpack
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
-from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
+from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -88,9 +88,8 @@ class OpenAIChatModel(StreamingHTTPModel):
         ):
             if value is not None:
                 body[key] = value
-        if s.provider_options:
-            body.update(s.provider_options)  # the escape hatch: reasoning_effort, user, ...
-        return body
+        # The escape hatch (reasoning_effort, thinking, top_k, safetySettings ...), deep-merged.
+        return apply_provider_options(body, request.settings.provider_options, self.option_names)
 
     def event_mapper(self, request: ModelRequest) -> EventMapper:
         return _ChunkMapper(self.provider, self.model_id)

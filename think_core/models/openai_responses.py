@@ -27,7 +27,8 @@ from ..errors import ProviderError
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._http import stream_error
 from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
-from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage
+from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -84,12 +85,12 @@ class OpenAIResponsesModel(StreamingHTTPModel):
         if self.reasoning:
             body["reasoning"] = dict(self.reasoning)
         s = request.settings
+        warn_unsupported(self.provider, [("seed", s.seed), ("stop", s.stop)])
         for key, value in (("temperature", s.temperature), ("top_p", s.top_p), ("max_output_tokens", s.max_output_tokens)):
             if value is not None:
                 body[key] = value
-        if s.provider_options:
-            body.update(s.provider_options)
-        return body
+        # The escape hatch (reasoning_effort, thinking, top_k, safetySettings ...), deep-merged.
+        return apply_provider_options(body, request.settings.provider_options, self.option_names)
 
     def event_mapper(self, request: ModelRequest) -> EventMapper:
         return _ResponseMapper(self.provider, self.model_id)

@@ -85,6 +85,17 @@ def require_json_content(request: Request) -> None:
         raise HTTPError(415, "the request body must be sent as Content-Type: application/json", "unsupported_media_type")
 
 
+async def _report_unparsed(session: Any, exc: ProtocolError) -> str:
+    """``on_chat_error`` with ``stage="parse"`` for a chat body of a known session that could not
+    be parsed; the response carries the text it settles on."""
+    try:
+        text: str = await session.report_unparsed(exc, exc.request_id)
+        return text
+    except Exception:  # the client still gets its 400
+        logger.exception("reporting an unparsed chat request failed")
+        return exc.message
+
+
 async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: int) -> Response:
     require_json_content(request)
     payload = await read_json(request, max_body_bytes)
@@ -94,11 +105,11 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
     if not isinstance(session_id, str) or not session_id:
         raise HTTPError(400, "'id' (the chat session id) must be a non-empty string", "invalid_request")
     check_session_id(session_id)
+    session = agent.session(session_id)
     try:
         transcript, turn_body = split_chat_body(payload, drop=("id",))
     except ProtocolError as exc:
-        raise HTTPError(400, exc.message, exc.kind) from None
-    session = agent.session(session_id)
+        raise HTTPError(400, await _report_unparsed(session, exc), exc.kind) from None
     stream_id = new_id("req")
     # WebSocket clients of the session (the chat page) see HTTP turns too.
     relay = TurnRelay(hub, session_id, stream_id, transcript)

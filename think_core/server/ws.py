@@ -114,6 +114,8 @@ class ChatSocket:
                 raise ProtocolError(f"unknown frame type {frame_type!r}", "unknown_type")
             await handler(frame)
         except ProtocolError as exc:
+            if frame_type is None and exc.kind == "invalid_json":  # perhaps a chat request: it never became a turn
+                exc.message = await self._report_unparsed(exc)
             if frame_type == F.USE_CHAT_REQUEST and exc.request_id is not None:
                 self.send(F.failed_frame(exc.request_id, exc.message))
             else:
@@ -122,9 +124,21 @@ class ChatSocket:
             logger.exception("handling a %s frame failed", frame_type)
             self.send(F.error_frame(f"internal error: {type(exc).__name__}: {exc}", "internal_error", frame_type=frame_type))
 
+    async def _report_unparsed(self, exc: ProtocolError) -> str:
+        """``on_chat_error`` with ``stage="parse"``; the frame carries the text it settles on."""
+        try:
+            return await self.session.report_unparsed(exc, exc.request_id)
+        except Exception:  # the client still gets its error frame
+            logger.exception("reporting an unparsed chat request failed")
+            return exc.message
+
     # -- chat requests -----------------------------------------------------------------------------
     async def on_chat_request(self, frame: dict[str, Any]) -> None:
-        request = F.parse_chat_request(frame)
+        try:
+            request = F.parse_chat_request(frame)
+        except ProtocolError as exc:
+            exc.message = await self._report_unparsed(exc)
+            raise
         if request.id in self.hub.stream_requests or request.id in self.session.active_request_ids:
             raise ProtocolError(f"request id {request.id!r} is already streaming", request_id=request.id)
         if len(self._in_flight) >= MAX_REQUESTS_IN_FLIGHT:

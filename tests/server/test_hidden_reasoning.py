@@ -1,0 +1,64 @@
+"""``send_reasoning=False`` keeps reasoning out of what is streamed *and* what is served back:
+``session.messages()``, the ``cf_agent_chat_messages`` snapshot and
+``/api/sessions/{id}/messages``. The reasoning is stored (marked hidden) for the model only."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.server.test_server_http import api
+from tests.server.test_server_ws import client, serve
+from tests.support import agents
+from tests.support.web import chat_request, user
+from think_core import hookimpl
+from think_core.models.scripted import ScriptedModel, Step
+
+
+class NoReasoningForGuests:
+    """A Think ``beforeTurn`` turning reasoning off for one turn, with the camelCase key."""
+
+    @hookimpl
+    def before_turn(self, ctx: Any) -> dict[str, Any] | None:
+        return {"sendReasoning": False} if (ctx.body or {}).get("guest") else None
+
+
+def reasoning_parts(messages: list[Any]) -> list[Any]:
+    return [p for m in messages for p in (m["parts"] if isinstance(m, dict) else m.parts) if p["type"] == "reasoning"]
+
+
+async def test_hidden_reasoning_is_served_by_no_path_and_the_model_still_sees_it() -> None:
+    model = ScriptedModel([Step(reasoning="secret plan", text="ok"), Step(reasoning="open plan", text="fine")])
+    agent = agents.make_agent(model, plugins=[NoReasoningForGuests()], store=":memory:")
+    async with serve(agent) as base:
+        async with client(base) as c:
+            await c.recv()
+            await c.send(chat_request("r1", [user("hello", "u1")], guest=True))
+            chunks, _ = await c.stream("r1")
+            assert not [ch for ch in chunks if ch["type"].startswith("reasoning")]
+        async with client(base) as again:  # a client connecting later gets the snapshot
+            snapshot = await again.snapshot()
+            assert len(snapshot) == 2 and reasoning_parts(snapshot) == []
+    session = agent.session("s1")
+    assert reasoning_parts(await session.messages()) == []
+    stored = await session.history()
+    assert [p["text"] for p in reasoning_parts(stored)] == ["secret plan"]
+    # A later turn that shows reasoning serves its own, never the hidden one; the model sees both.
+    result = await session.chat("and now?")
+    assert [p["text"] for p in reasoning_parts(await session.messages())] == ["open plan"]
+    earlier = [m for m in model.requests[1].messages if m.role == "assistant"]
+    assert earlier and earlier[0].reasoning == "secret plan"
+    assert result.status == "completed"
+
+
+async def test_the_http_messages_endpoint_leaves_hidden_reasoning_out() -> None:
+    model = ScriptedModel([Step(reasoning="secret plan", text="ok")])
+    agent = agents.make_agent(model, store=":memory:", send_reasoning=False)
+    await agent.session("c1").chat("hello")
+    async with api(agent) as http:
+        response = await http.get("/api/sessions/c1/messages")
+    assert response.status_code == 200
+    body = response.json()
+    messages = body["messages"] if isinstance(body, dict) else body
+    assert len(messages) == 2 and reasoning_parts(messages) == []
+    assert "secret plan" not in json.dumps(body)
