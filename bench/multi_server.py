@@ -67,6 +67,8 @@ class Servers:
     def __init__(self, db: str, model_url: str, count: int) -> None:
         self.db, self.model_url, self.count = db, model_url, count
         self.procs: list[subprocess.Popen[str]] = []
+        #: The servers' stderr, shown when a run fails.
+        self.log = tempfile.TemporaryFile("w+")
 
     def __enter__(self) -> list[str]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "THINK_PLUGINS": ""}
@@ -75,7 +77,7 @@ class Servers:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "think_core.cli", "serve", "--model", f"openai-compatible:m@{self.model_url}/v1",
                  "--db", self.db, "--port", "0", "--no-plugins", "--no-timeline", "--tools", TOOLS_SPEC],
-                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=ROOT,
+                stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=ROOT,
             )
             self.procs.append(proc)
             assert proc.stdout is not None
@@ -85,6 +87,10 @@ class Servers:
         return bases
 
     def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:
+            self.log.seek(0)
+            print(self.log.read()[-4000:], file=sys.stderr)
+        self.log.close()
         for proc in self.procs:
             proc.terminate()
         for proc in self.procs:

@@ -19,7 +19,9 @@ per session and word of the streams other processes open.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -131,22 +133,30 @@ class PostgresConnection(RowsBase):
 
     @contextmanager
     def _write(self, session_id: str | None = None) -> Iterator[_Connection]:
-        if self._closed:
-            raise RuntimeError("store is closed")
-        with self._pool.connection() as conn, conn.transaction():
-            if session_id is not None:
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"w:{self.schema}:{session_id}",)
-                )
-            yield _Connection(conn)
+        # BEGIN and the session's write lock in one round trip (the simple query protocol
+        # takes both statements at once; the key is computed here, so there is no parameter).
+        begin = "BEGIN" if session_id is None else f"BEGIN; SELECT pg_advisory_xact_lock({_lock_key(f'w:{self.schema}:{session_id}')})"
+        with self._transaction(begin) as conn:
+            yield conn
 
     @contextmanager
     def _read(self) -> Iterator[_Connection]:
+        with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[_Connection]:
         if self._closed:
             raise RuntimeError("store is closed")
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            yield _Connection(conn)
+        with self._pool.connection() as conn:
+            conn.execute(begin)
+            try:
+                yield _Connection(conn)
+            except BaseException:
+                with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+                    conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     def close(self) -> None:
         """Close the pool and the lock connection. Idempotent."""
@@ -173,6 +183,11 @@ class PostgresConnection(RowsBase):
     @property
     def in_memory(self) -> bool:
         return False
+
+
+def _lock_key(name: str) -> int:
+    """A stable signed 64-bit advisory-lock key for ``name``."""
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def _without_password(url: str) -> str:
