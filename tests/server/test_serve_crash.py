@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from tests.support.postgres import fresh_database
 from tests.support.serve import think_serve as serve
 from tests.support.web import chat_request, user
 from think_core.cli.demo_model import INTRODUCTION
@@ -23,8 +25,18 @@ from think_core.server.testing import wait_until_healthy
 DEADLINE = 60  # seconds: generous, the machine may be busy; nothing here is timed
 
 
-def think_serve(db: Path) -> Any:
-    return serve("--model", "demo", "--db", str(db), deadline=DEADLINE)
+def think_serve(db: str) -> Any:
+    return serve("--model", "demo", "--db", db, deadline=DEADLINE)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The server's --db: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "chats.db")
+        return
+    with fresh_database() as url:
+        yield url
 
 
 async def start_http_chat(base: str) -> asyncio.Task[Any]:
@@ -61,8 +73,7 @@ async def start_websocket_chat(base: str) -> asyncio.Task[Any]:
 
 
 @pytest.mark.parametrize("start_chat", [start_http_chat, start_websocket_chat], ids=["http", "websocket"])
-async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(tmp_path: Path, start_chat: Any) -> None:
-    db = tmp_path / "chats.db"
+async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(db: str, start_chat: Any) -> None:
     async with think_serve(db) as (proc, base):
         async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
             await wait_until_healthy(http, timeout=DEADLINE)
