@@ -5,15 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import uuid
+from collections.abc import Callable
 
 import pytest
 
+from tests.support.postgres import drop_schema, postgres_url
 from think_core import hookimpl
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step
-from think_core.store import SQLiteStore
+from think_core.store import SQLiteStore, Store
 from think_core.submission_recovery import recover_submissions
 from think_core.types import UIMessage
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_db(request: pytest.FixtureRequest, tmp_path) -> Callable[[], Store]:
+    """Stores over one database (a new one each call, as separate processes have): a SQLite
+    file, or a PostgreSQL schema of the test's own."""
+    if request.param == "sqlite":
+        return lambda: SQLiteStore(tmp_path / "shared.db")
+    from think_core.store.postgres import PostgresStore
+
+    url, schema = postgres_url(), f"durability_{uuid.uuid4().hex[:12]}"
+    request.addfinalizer(lambda: drop_schema(url, schema))
+    return lambda: PostgresStore(url, schema=schema)
 
 
 def test_recovering_a_submission_takes_its_lease(tmp_path):
@@ -51,18 +67,17 @@ async def test_an_accepted_submission_is_drained_even_if_the_caller_was_cancelle
     await agent.aclose()
 
 
-async def test_waiting_for_a_submission_another_agent_runs(tmp_path):
+async def test_waiting_for_a_submission_another_agent_runs(open_db):
     """The watcher waits for the runner, which keeps its submission: a lease of seconds (renewed
     from a thread every third of it) never runs out under a busy machine's delays, and the
     runner — alive, in this very process — is never taken for a dead owner."""
-    db = str(tmp_path / "shared.db")
-    runner = Think(ScriptedModel([Step(text="slow answer")], delay=0.05), store=db, load_entrypoints=False,
+    runner = Think(ScriptedModel([Step(text="slow answer")], delay=0.05), store=open_db(), load_entrypoints=False,
                    submission_lease=10.0)
     accepted = await runner.session("s").submit_messages("work")
     # Any process that opens a session drains it: wait until the runner has claimed this one.
     while (await runner.session("s").inspect_submission(accepted.submission_id)).status != "running":
         await asyncio.sleep(0.01)
-    watcher = Think(ScriptedModel([]), store=db, load_entrypoints=False, submission_lease=10.0)
+    watcher = Think(ScriptedModel([]), store=open_db(), load_entrypoints=False, submission_lease=10.0)
     done = await watcher.session("s").wait_for_submission(accepted.submission_id, timeout=30)
     assert done.status == "completed"
     assert done.owner == runner.store.submission_owner()  # never taken over by the watcher
@@ -91,8 +106,8 @@ async def test_a_cancelled_first_open_does_not_break_callers_waiting_on_it():
     assert (await asyncio.wait_for(second, 5)).status == "completed"
 
 
-async def test_a_closed_agent_refuses_store_calls(tmp_path):
-    agent = Think(ScriptedModel(["x"]), store=str(tmp_path / "c.db"), load_entrypoints=False)
+async def test_a_closed_agent_refuses_store_calls(open_db):
+    agent = Think(ScriptedModel(["x"]), store=open_db(), load_entrypoints=False)
     session = agent.session("s")
     await session.chat("hi")
     await agent.aclose()
