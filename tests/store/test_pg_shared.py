@@ -83,3 +83,31 @@ def test_listeners_hear_the_streams_other_stores_open(pg_url: str) -> None:
     finally:
         stop()
     assert heard == [("s", "theirs")]
+
+
+def test_a_listener_whose_connection_is_cut_listens_again(pg_url: str) -> None:
+    schema = f"notes_{uuid.uuid4().hex[:8]}"
+    heard: list[str] = []
+    got = threading.Event()
+
+    def on_stream(session_id: str, stream_id: str) -> None:
+        heard.append(stream_id)
+        got.set()
+
+    stop = listen_streams(pg_url, schema, "me", on_stream)
+    try:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            channel = f"think_streams_{schema}"
+            cut = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE %s",
+                (f'%LISTEN "{channel}"%',),
+            ).fetchall()
+            assert cut == [(True,)]  # the listener's own connection, as a database restart would
+            deadline = time.monotonic() + 30
+            while not got.is_set():  # announce until the listener, connected again, hears one
+                assert time.monotonic() < deadline, "the listener never listened again"
+                notify_stream(admin, schema, "other", "s", "after-the-cut")
+                got.wait(0.5)
+    finally:
+        stop()
+    assert set(heard) == {"after-the-cut"}

@@ -27,6 +27,8 @@ logger = logging.getLogger("think.store")
 
 #: Seconds the listener waits for a notification before it checks whether it should stop.
 LISTEN_TICK = 0.5
+#: Seconds between two attempts to listen again after the connection broke.
+RECONNECT_DELAY = 1.0
 
 
 def stream_channel(schema: str) -> str:
@@ -113,23 +115,30 @@ def listen_streams(conninfo: str, schema: str, owner: str, callback: StreamListe
     ready = threading.Event()
     failure: list[BaseException] = []
 
-    def run() -> None:
-        try:
-            conn = psycopg.connect(conninfo, autocommit=True)
-        except BaseException as exc:
-            failure.append(exc)
-            ready.set()
-            return
-        with conn:
+    def listen_once() -> None:
+        """Listen on one connection until told to stop or the connection breaks."""
+        with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(stream_channel(schema))))
             ready.set()
             while not stop.is_set():
-                try:
-                    for note in conn.notifies(timeout=LISTEN_TICK):
-                        _deliver(note.payload, owner, callback)
-                except psycopg.OperationalError:
-                    logger.exception("the PostgreSQL stream listener lost its connection")
+                for note in conn.notifies(timeout=LISTEN_TICK):
+                    _deliver(note.payload, owner, callback)
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                listen_once()
+            except BaseException as exc:
+                if not ready.is_set():  # the first connection failed: the caller hears why
+                    failure.append(exc)
+                    ready.set()
                     return
+                if not isinstance(exc, psycopg.Error):
+                    raise
+                # A database restart or a dropped connection: listen again (streams opened in
+                # between are not announced; their clients can still resume them).
+                logger.warning("the PostgreSQL stream listener lost its connection (%s); reconnecting", exc)
+                stop.wait(RECONNECT_DELAY)
 
     thread = threading.Thread(target=run, name=f"think-pg-listen-{schema}", daemon=True)
     thread.start()
