@@ -9,7 +9,7 @@ events themselves carry, and ``on_chunk`` contexts are built only when someone o
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any
 
@@ -20,6 +20,20 @@ from .types import ChunkContext, StepResult
 from .ui_stream import AssistantMessageBuilder
 
 __all__ = ["CallIds", "StepStreamError", "stream_step"]
+
+
+async def _batches(model: Any, request: ModelRequest) -> AsyncGenerator[Sequence[Any], None]:
+    """The step's events a list at a time: as the model reads them (``stream_batches``, the
+    HTTP providers), else one by one (``stream``, any model)."""
+    batched = getattr(model, "stream_batches", None)
+    if batched is not None:
+        async with aclosing(batched(request)) as batches:
+            async for batch in batches:
+                yield batch
+        return
+    async with aclosing(model.stream(request)) as events:
+        async for event in events:
+            yield (event,)
 
 
 class StepStreamError(Exception):
@@ -56,46 +70,47 @@ async def stream_step(
     exchange = StepExchange()
     exchanging = EXCHANGE.set(exchange)
     try:
-        async with aclosing(model.stream(request)) as events:
-            async for event in events:
-                kind = event.type
-                if kind == "text-delta":
-                    streamed = True
-                    text.append(event.text)
-                    builder.text_delta(event.text)
-                elif kind == "reasoning-delta":
-                    streamed = True
-                    reasoning.append(event.text)
-                    builder.reasoning_delta(event.text)
-                elif kind == "tool-input-start":
-                    streamed = True
-                    event = call_ids.started(event)
-                    builder.tool_input_start(event.tool_call_id, event.tool_name)
-                elif kind == "tool-input-delta":
-                    event = call_ids.delta(event)
-                    builder.tool_input_delta(event.tool_call_id, event.delta)
-                elif kind == "tool-call":
-                    streamed = True
-                    event = call_ids.completed(event)
-                    raw_input = event.input if event.input is not None else event.raw_input
-                    builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
-                    calls.append(
-                        ToolCallRequest.model_construct(
-                            id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+        async with aclosing(_batches(model, request)) as batches:
+            async for batch in batches:
+                for event in batch:
+                    kind = event.type
+                    if kind == "text-delta":
+                        streamed = True
+                        text.append(event.text)
+                        builder.text_delta(event.text)
+                    elif kind == "reasoning-delta":
+                        streamed = True
+                        reasoning.append(event.text)
+                        builder.reasoning_delta(event.text)
+                    elif kind == "tool-input-start":
+                        streamed = True
+                        event = call_ids.started(event)
+                        builder.tool_input_start(event.tool_call_id, event.tool_name)
+                    elif kind == "tool-input-delta":
+                        event = call_ids.delta(event)
+                        builder.tool_input_delta(event.tool_call_id, event.delta)
+                    elif kind == "tool-call":
+                        streamed = True
+                        event = call_ids.completed(event)
+                        raw_input = event.input if event.input is not None else event.raw_input
+                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
+                        calls.append(
+                            ToolCallRequest.model_construct(
+                                id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+                            )
                         )
-                    )
-                    if event.input is None:
-                        # The arguments were not a JSON object: the call is answered with an error result.
-                        invalid_inputs[event.tool_call_id] = event.raw_input
-                elif kind == "finish":
-                    finish = event
-                    continue
-                elif kind == "error":
-                    raise event.error
-                else:
-                    continue
-                if observers:
-                    emit_chunk(ChunkContext(session, request_id, step_number, event, body))
+                        if event.input is None:
+                            # The arguments were not a JSON object: the call is answered with an error result.
+                            invalid_inputs[event.tool_call_id] = event.raw_input
+                    elif kind == "finish":
+                        finish = event
+                        continue
+                    elif kind == "error":
+                        raise event.error
+                    else:
+                        continue
+                    if observers:
+                        emit_chunk(ChunkContext(session, request_id, step_number, event, body))
     except asyncio.CancelledError:
         raise
     except Exception as exc:
