@@ -91,32 +91,39 @@ class SSEDecoder:
         return self._process(lines)
 
     def _process(self, lines: list[str]) -> list[SSEEvent]:
+        # The hot path, once per line of every event: a blank line (cheapest test first) ends
+        # an event, nearly every other line is a data line, and some providers (Anthropic)
+        # name every event. The event name stays in a local between the lines of one read.
         events: list[SSEEvent] = []
         data = self._data
+        event = self._event
         for line in lines:
-            if line.startswith("data:"):  # the hot path: nearly every line is a data line
-                value = line[5:]
-                data.append(value[1:] if value[:1] == " " else value)
-            elif not line:
+            if not line:
                 if data:
                     events.append(
                         SSEEvent(
                             "\n".join(data) if len(data) > 1 else data[0],
-                            self._event or "message",
+                            event or "message",
                             self._id,
                             self._retry,
                         )
                     )
                     data.clear()
-                self._event = None
+                event = None
                 self._retry = None
-            elif line.startswith("event:"):  # every event of some providers (Anthropic) names itself
+            elif line.startswith("data:"):
+                value = line[5:]
+                data.append(value[1:] if value[:1] == " " else value)
+            elif line.startswith("event:"):
                 value = line[6:]
-                self._event = value[1:] if value[:1] == " " else value
+                event = value[1:] if value[:1] == " " else value
             elif line[0] == ":":
                 continue  # a comment / keep-alive
             else:
+                self._event = event
                 self._field(line)
+                event = self._event
+        self._event = event
         return events
 
     def _field(self, line: str) -> None:
