@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Callable, Mapping
+from itertools import accumulate
 from typing import Any
 
+from ..events import TextDelta
 from .base import ToolMessage
 
 __all__ = ["TextEventShape", "decode_json", "parse_tool_input", "stop_reason_mapper", "tool_output_text", "wire_name"]
+
+# The decoder's own C string scanner: json.loads decodes every string with it (strict).
+_scan_string: Callable[[str, int, bool], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 # The decoder's own C scanner (set in JSONDecoder.__init__; the type stubs do not list it).
 _scan_json: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -30,49 +36,96 @@ def decode_json(text: str) -> Any:
     return value if end == len(text) else json.loads(text)
 
 
+_NOT_PLAIN = re.compile(r'["\\\x00-\x1f]')
+"""A character a JSON string holds only escaped (a quote, a backslash, a control character):
+text without one is spelled the same inside a JSON string as outside it."""
+
+
 class TextEventShape:
     """Recognises the stream's common event, a text delta, without parsing it as JSON.
 
     Nearly every event of a streamed answer is the same JSON text around a different string
     (``{"id":"…","choices":[{"index":0,"delta":{"content":"…"}…}]}``). Once a fully parsed
-    event turned out to be exactly such a text delta, :meth:`learn` keeps the bytes before and
-    after its string; :meth:`match` then takes an event with the same bytes around a plain JSON
-    string (no escapes, no quotes) as that text. Anything else (an escape, another key, another
-    id, the finish chunk) does not match and is parsed in full, so the events are the same
-    either way: the same surrounding bytes mean the same parsed fields.
+    event turned out to be exactly such a text delta, :meth:`learn` keeps the text before and
+    after its string; :meth:`match` then takes an event with the same text around a plain
+    JSON string (no escapes) as that text. Anything else (an escape, another key, another id,
+    the finish chunk) does not match and is parsed in full, so the events are the same either
+    way: the same surrounding text means the same parsed fields.
+
+    It is also the SSE decoder's :class:`~think_core.models.sse.Shortcut` for those events:
+    ``head``/``tail`` are the event's text on the wire around its string, and :meth:`take` maps
+    a run of them to text deltas in one go.
     """
 
-    __slots__ = ("prefix", "suffix", "_start", "_tail")
+    __slots__ = ("prefix", "suffix", "head", "tail", "junction")
 
     def __init__(self) -> None:
         self.prefix = "\0"  # matches no event until a shape is learned
         self.suffix = ""
-        self._start = self._tail = 1  # where the text starts; how far from the end it stops
+        self.head = self.tail = self.junction = ""
 
-    def learn(self, data: str, key: str, text: str) -> None:
-        """``data`` parsed to a text delta of ``text`` under ``key`` and nothing else."""
-        if '"' in text or "\\" in text:
-            return
+    def learn(self, event: str, data: str, key: str, text: str) -> None:
+        """The SSE event ``event`` with ``data`` parsed to a text delta of ``text`` under ``key``
+        and nothing else."""
+        if _NOT_PLAIN.search(text) or "\n" in data:
+            return  # spelled otherwise in the JSON, or a payload of several data lines
         literal = f'"{key}":"{text}"'
         at = data.find(literal)
         if at < 0 or data.find(literal, at + 1) >= 0:
             return
-        split = at + len(key) + 3
-        self.prefix, self.suffix = data[:split], data[split + len(text) + 2 :]
-        self._start, self._tail = len(self.prefix) + 1, len(self.suffix) + 1
+        split = at + len(key) + 4
+        self.prefix, self.suffix = data[:split], data[split + len(text) :]
+        # The event on the wire, as servers write it: an optional event line, one data line.
+        self.head = ("" if event == "message" else f"event: {event}\n") + "data: " + self.prefix
+        self.tail = self.suffix + "\n\n"
+        self.junction = self.tail + self.head
 
     def match(self, data: str) -> str | None:
-        """The text of ``data`` if it has the learned shape, else ``None``."""
-        if not data.startswith(self.prefix) or not data.endswith(self.suffix):
+        """The text of ``data`` if it has the learned shape, else ``None`` (also for an empty
+        text, which maps to no event)."""
+        prefix, suffix = self.prefix, self.suffix
+        if not data.startswith(prefix) or not data.endswith(suffix):
             return None
-        end = len(data) - self._tail
-        if end <= self._start or data[self._start - 1] != '"' or data[end] != '"':
-            return None
-        text = data[self._start : end]
-        # A quote or backslash means escapes; a control character is invalid JSON: parse those.
-        if '"' in text or "\\" in text or not text.isprintable():
-            return None
-        return text
+        body = data[len(prefix) : len(data) - len(suffix)]
+        if len(prefix) + len(body) + len(suffix) != len(data):
+            return None  # prefix and suffix overlap
+        return (body if _NOT_PLAIN.search(body) is None else _string_body(body)) or None
+
+    def take(self, parts: list[str], generic: Callable[[str], list[Any]]) -> list[Any]:
+        """Text deltas for the strings of a run of events of the learned shape. A string that is
+        not a JSON string's body (a quote or line break in it: not this event's whole text)
+        goes back to ``generic``."""
+        joined = "".join(parts)
+        found = _NOT_PLAIN.search(joined)
+        if found is None:  # the common run: plain text only
+            return list(map(TextDelta, filter(None, parts)))  # an empty text maps to no event
+        ends = list(accumulate(map(len, parts)))
+        events: list[Any] = []
+        done = 0
+        while found is not None:
+            at = bisect_right(ends, found.start())  # the part that character is in
+            events += map(TextDelta, filter(None, parts[done:at]))
+            text = _string_body(parts[at])
+            if text is None:
+                events += generic(parts[at])
+            elif text:
+                events.append(TextDelta(text))
+            done = at + 1
+            found = _NOT_PLAIN.search(joined, ends[at])
+        events += map(TextDelta, filter(None, parts[done:]))
+        return events
+
+
+def _string_body(body: str) -> str | None:
+    """What the JSON string ``"<body>"`` decodes to, or ``None`` if ``body`` is not exactly a
+    string's body (it holds a quote that ends the string early, a raw control character, or a
+    trailing backslash that escapes the closing quote)."""
+    try:
+        text, end = _scan_string(body + '"', 0, True)
+    except ValueError:
+        return None
+    return text if end == len(body) + 1 else None
+
 
 def tool_output_text(message: ToolMessage) -> str:
     """A tool result as the string the model reads (JSON for anything but a string)."""

@@ -126,7 +126,7 @@ class _MessageMapper(EventMapper):
     """Messages API events → model events, one method per event type; ``message_stop`` ends the
     stream, ``ping`` and unknown types are ignored."""
 
-    __slots__ = ("output", "blocks", "usage", "tool_calls", "text_shape")
+    __slots__ = ("output", "blocks", "usage", "tool_calls")
 
     def __init__(self, provider: str, model_id: str, output: _OutputTool | None) -> None:
         super().__init__(provider, model_id)
@@ -134,7 +134,7 @@ class _MessageMapper(EventMapper):
         self.blocks: dict[int, _Block] = {}
         self.usage: dict[str, Any] = {}
         self.tool_calls = 0
-        self.text_shape = TextEventShape()
+        self.text_shape: TextEventShape = TextEventShape()
 
     def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
         text = self.text_shape.match(sse.data)
@@ -148,7 +148,7 @@ class _MessageMapper(EventMapper):
         if handler is _MessageMapper._on_content_block_delta and len(events) == 1 and type(events[0]) is TextDelta:
             delta = data["delta"]
             if delta.get("type") == "text_delta" and len(data) == 3 and len(delta) == 2:
-                self.text_shape.learn(sse.data, "text", events[0].text)
+                self.text_shape.learn(sse.event, sse.data, "text", events[0].text)
         return events
 
     def _on_content_block_delta(self, data: dict[str, Any]) -> Sequence[ModelEvent]:

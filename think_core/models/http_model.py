@@ -38,6 +38,7 @@ from ._http import (
     post_event_stream,
     resolve_api_key,
 )
+from ._wire import TextEventShape
 from .base import ModelRequest
 from .exchange import record_request, record_response
 from .retry import RetryPolicy, stream_with_retry
@@ -79,11 +80,13 @@ class EventMapper:
     off, and is reported as incomplete before :meth:`finish` is called.
     """
 
-    __slots__ = ("provider", "model_id", "done", "stop_reason", "response_id", "response_model")
+    __slots__ = ("provider", "model_id", "done", "stop_reason", "response_id", "response_model", "text_shape")
 
     def __init__(self, provider: str, model_id: str) -> None:
         self.provider = provider
         self.model_id = model_id
+        #: The stream's text-delta event, learned by the mapper: the decoder maps runs of it itself.
+        self.text_shape: TextEventShape | None = None
         self.done = False
         self.stop_reason: str | None = None
         self.response_id: str | None = None
@@ -226,11 +229,14 @@ class StreamingHTTPModel:
             provider=provider,
         ) as response:
             record_response(response.headers)
-            async with aclosing(aiter_sse_batches(response.aiter_bytes())) as batches:
+            async with aclosing(aiter_sse_batches(response.aiter_bytes(), mapper.text_shape)) as batches:
                 on_event = mapper.on_event
                 async for batch in batches:
                     events: list[ModelEvent] = []
                     for sse in batch:
+                        if type(sse) is not SSEEvent:
+                            events.append(sse)  # a text delta the decoder took by the learned shape
+                            continue
                         try:
                             mapped = on_event(sse)
                         except Exception as exc:

@@ -101,14 +101,14 @@ class _ChunkMapper(EventMapper):
     """Chat Completions chunks → model events. ``[DONE]`` ends the stream; the finish reason and
     the usage may come on separate chunks (usage last, with ``choices: []``)."""
 
-    __slots__ = ("calls", "usage", "fingerprint", "text_shape")
+    __slots__ = ("calls", "usage", "fingerprint")
 
     def __init__(self, provider: str, model_id: str) -> None:
         super().__init__(provider, model_id)
         self.calls = _ToolCalls()
         self.usage: dict[str, Any] | None = None
         self.fingerprint: str | None = None
-        self.text_shape = TextEventShape()
+        self.text_shape: TextEventShape = TextEventShape()
 
     def on_event(self, sse: SSEEvent) -> Sequence[ModelEvent]:
         data = sse.data
@@ -135,7 +135,7 @@ class _ChunkMapper(EventMapper):
         if len(choices) == 1:
             mapped = self._on_choice(choices[0])
             if len(mapped) == 1 and type(mapped[0]) is TextDelta and self._plain_text(chunk):
-                self.text_shape.learn(data, "content", mapped[0].text)
+                self.text_shape.learn(sse.event, data, "content", mapped[0].text)
             return mapped
         events: list[ModelEvent] = []
         for choice in choices:

@@ -9,16 +9,21 @@ between ``\\r`` and ``\\n``). This module implements the rules once.
 It sits on the per-token hot path, so it works on whole chunks: one incremental UTF-8 decode
 per read, ``str.split("\\n")`` for the lines, and a ``startswith("data:")`` fast path. There
 is no per-byte Python loop.
+
+A consumer that knows the text of its stream's most common event may also hand the decoder a
+:class:`Shortcut`: a run of such events is then cut out of a read with one ``str.split`` and
+mapped by the consumer in bulk, without a line loop or an :class:`SSEEvent` per event.
 """
 
 from __future__ import annotations
 
 import codecs
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-__all__ = ["SSEDecoder", "SSEEvent", "aiter_sse", "aiter_sse_batches"]
+__all__ = ["SSEDecoder", "SSEEvent", "Shortcut", "aiter_sse", "aiter_sse_batches"]
 
 
 @dataclass(slots=True)
@@ -33,15 +38,38 @@ class SSEEvent:
     retry: int | None = None
 
 
+class Shortcut(Protocol):
+    """Events whose whole text is known but for one varying part, mapped by the consumer itself.
+
+    Such an event is ``head + part + tail`` on the wire (its field lines, then the blank line
+    that ends it); ``junction`` is ``tail + head``, the text between two of them in a row, or
+    ``""`` while the shape is not known yet. The decoder splits a read at the junctions: every
+    piece between two of them is the part of one whole event that began with no event pending,
+    and :meth:`take` maps a run of such parts to what the consumer wants in the decoder's output
+    in their place. ``take`` decides which parts really are that event (a part holding a line
+    break, say, is not) and passes any other back to ``generic``, which decodes
+    ``head + part + tail`` as usual.
+    """
+
+    junction: str
+    head: str
+    tail: str
+
+    def take(self, parts: list[str], generic: Callable[[str], list[Any]]) -> list[Any]: ...
+
+
 class SSEDecoder:
     """Incremental decoder: :meth:`feed` bytes as they arrive, get the completed events back.
 
     A sync object on purpose: it can be driven by any byte source and unit-tested without I/O.
+    With a ``shortcut``, the output holds what its :meth:`Shortcut.take` made of the events it
+    recognised, in stream order among the other events.
     """
 
-    __slots__ = ("_decoder", "_tail", "_skip_lf", "_data", "_event", "_id", "_retry")
+    __slots__ = ("_decoder", "_tail", "_skip_lf", "_data", "_event", "_id", "_retry", "_shortcut")
 
-    def __init__(self) -> None:
+    def __init__(self, shortcut: Shortcut | None = None) -> None:
+        self._shortcut = shortcut
         # utf-8-sig drops a leading BOM even when it is split across reads.
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self._tail = ""  # an unterminated line carried over to the next read
@@ -69,11 +97,30 @@ class SSEDecoder:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
         if self._tail:
             text = self._tail + text
+        shortcut = self._shortcut
+        if shortcut is not None and shortcut.junction:
+            parts = text.split(shortcut.junction)
+            if len(parts) > 2:
+                return self._feed_parts(parts, shortcut)
         lines = text.split("\n")
         self._tail = lines.pop()
         if not lines:
             return []
         return self._process(lines)
+
+    def _feed_parts(self, parts: list[str], shortcut: Shortcut) -> list[Any]:
+        # The text is parts[0], then for every further part: junction + part. The first part
+        # and its event's tail are ordinary lines (the tail ends with a blank line, so nothing
+        # is pending after them); the parts in between are whole events, each after a blank
+        # line; the last one with its event's head is decoded as usual, its open line kept.
+        head, tail = shortcut.head, shortcut.tail
+        events = self._process((parts[0] + tail).split("\n")[:-1])
+        events += shortcut.take(parts[1:-1], lambda part: self._process((head + part + tail).split("\n")[:-1]))
+        lines = (head + parts[-1]).split("\n")
+        self._tail = lines.pop()
+        if lines:
+            events += self._process(lines)
+        return events
 
     def flush(self) -> list[SSEEvent]:
         """End of stream: finish an unterminated last line and dispatch a pending event.
@@ -151,13 +198,16 @@ async def aiter_sse(byte_stream: AsyncIterable[bytes]) -> AsyncGenerator[SSEEven
                 yield event
 
 
-async def aiter_sse_batches(byte_stream: AsyncIterable[bytes]) -> AsyncGenerator[list[SSEEvent], None]:
-    """The events of an async byte stream, a list per read (never empty).
+async def aiter_sse_batches(
+    byte_stream: AsyncIterable[bytes], shortcut: Shortcut | None = None
+) -> AsyncGenerator[list[Any], None]:
+    """The events of an async byte stream, a list per read (never empty); with a ``shortcut``,
+    what it made of the events it recognised stands in their place.
 
     The hot path of a model stream iterates these lists itself: one generator step per
     network read instead of one per event is a measurable share of a token's cost.
     """
-    decoder = SSEDecoder()
+    decoder = SSEDecoder(shortcut)
     feed = decoder.feed
     try:
         async for chunk in byte_stream:
