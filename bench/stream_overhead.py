@@ -1,8 +1,9 @@
 """What does think cost per streamed token, over a real socket?
 
-A loopback OpenAI-compatible server (a separate process, so its work is not on the client's
-event loop) streams N text chunks as a Chat Completions event stream: one SSE event per
-HTTP chunk, as real providers flush them. Three clients read the same bytes:
+A loopback server (a separate process, so its work is not on the client's event loop) answers
+with N text chunks as a Chat Completions or an Anthropic Messages event stream, pre-rendered
+and sent in one write: the server costs nothing, so the floor is only the client's own work.
+Three clients read the same bytes:
 
   a  floor    httpx.AsyncClient streaming, iterate lines, json.loads each data payload,
               extract the delta text, join it
@@ -13,7 +14,9 @@ HTTP chunk, as real providers flush them. Three clients read the same bytes:
 
 Each variant runs several times, interleaved (fresh session each run); the table shows min and
 median wall time, median CPU time of this (client) process, µs per chunk, the ratios b/a and
-c/a of the minima and of the medians (all from the same run), and the peak
+c/a of the minima, of the medians, and the median of the per-round ratios (each round runs
+a, b and c back to back, so a slow spell of the machine hits all three; all from the same
+run), and the peak
 of Python allocations during one extra, untimed run of each variant (tracemalloc; by default
 only for N <= 10k, because tracing makes a run ~7x slower: ``--memory-max 100000`` for all).
 
@@ -283,7 +286,7 @@ async def measure_one(
     client: httpx.AsyncClient, base: str, tmp: str, shape: str, n: int, repeat: int, memory_max: int
 ) -> list[list[object]]:
     expected = expected_text(n)
-    reps = repeat if n <= 10_000 else min(repeat, 5)
+    reps = repeat if n <= 10_000 else min(repeat, 7)
     bare = ThinkVariant(client, base, shape, n, tmp, plugins=False)
     full = ThinkVariant(client, base, shape, n, tmp, plugins=True)
     variants: dict[str, Callable[[], Awaitable[str]]] = {
@@ -306,10 +309,11 @@ async def measure_one(
     rows: list[list[object]] = []
     for name, pairs in runs.items():
         wall, cpu = [w for w, _ in pairs], [c for _, c in pairs]
+        paired = median([w / f for w, f in zip(wall, floor, strict=True)])
         rows.append([
             shape, f"{n:,}", name, reps, min(wall) * 1000, median(wall) * 1000, median(cpu) * 1000,
             median(wall) / n * 1e6, f"{min(wall) / min(floor):.2f}",
-            f"{median(wall) / median(floor):.2f}", peaks[name],
+            f"{median(wall) / median(floor):.2f}", f"{paired:.2f}", peaks[name],
         ])
     return rows
 
@@ -318,7 +322,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
     parser.add_argument("--shapes", default="openai,anthropic", help="stream shapes: openai, anthropic")
-    parser.add_argument("--repeat", type=int, default=15, help="timed runs per variant (5 for N > 10k)")
+    parser.add_argument("--repeat", type=int, default=15, help="timed runs per variant (at most 7 for N > 10k)")
     parser.add_argument("--memory-max", type=int, default=10_000,
                         help="trace allocations only for N up to this (tracemalloc makes a run ~7x slower)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -334,8 +338,9 @@ def main() -> None:
         rows = asyncio.run(measure(base, args.shapes.split(","), sizes, args.repeat, args.memory_max))
     print(f"stream_overhead — {machine()}")
     print(table(["shape", "N chunks", "variant", "runs", "min ms", "median ms", "CPU median ms",
-                 "µs/chunk", "ratio/a (min)", "ratio/a (median)", "peak alloc MiB"], rows))
-    print(f"(wall times; µs/chunk from the median; ratios against variant a at the same N, same run; "
+                 "µs/chunk", "ratio/a (min)", "ratio/a (median)", "ratio/a (paired)", "peak alloc MiB"], rows))
+    print(f"(wall times; µs/chunk from the median; ratios against variant a at the same N, same run "
+          f"(paired: the median of each round's ratio); "
           f"CPU = process time of this client process; peak RSS of this process "
           f"{peak_rss_mib():.0f} MiB; total {time.perf_counter() - started:.1f} s)")
 
