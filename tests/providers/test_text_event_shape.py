@@ -5,6 +5,8 @@ model events with the fast path as without it, however its reads are cut."""
 from __future__ import annotations
 
 import json
+import random
+import string
 from typing import Any
 
 import pytest
@@ -71,7 +73,7 @@ class _NeverShape(TextEventShape):
     def match(self, data: str) -> str | None:
         return None
 
-    def learn(self, event: str, data: str, key: str, text: str) -> None:
+    def learn(self, event: str, data: str, key: str, text: str, ignored: Any = None) -> None:
         return None
 
 
@@ -163,8 +165,16 @@ def _text_payload(shape: str, value: str, index: int = 0) -> dict[str, Any]:
     return {**HEAD, "type": "chunk", "choices": [{"index": index, "delta": {"content": value}, "finish_reason": None}]}
 
 
-def serialise(shape: str, items: list[tuple[str, str]], ascii_only: bool = False, eol: str = "\n") -> bytes:
-    """A whole stream: its opening events, ``items``, its closing events."""
+def _pad(frame: str, padding: random.Random) -> str:
+    """An OpenAI chunk as OpenAI sends it: with a random ``obfuscation`` string last."""
+    value = "".join(padding.choices(string.ascii_letters + string.digits, k=padding.randrange(0, 12)))
+    return frame.replace('}\n\n', f',"obfuscation":"{value}"}}\n\n') if frame.startswith("data: {") else frame
+
+
+def serialise(shape: str, items: list[tuple[str, str]], ascii_only: bool = False, eol: str = "\n",
+              padding: random.Random | None = None) -> bytes:
+    """A whole stream: its opening events, ``items``, its closing events; with ``padding``,
+    OpenAI's chunks carry an ``obfuscation`` string each."""
     if shape == "anthropic":
         opening = [an({"type": "message_start", "message": {"id": "m", "model": "c", "usage": {"input_tokens": 1}}}),
                    an({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
@@ -194,6 +204,8 @@ def serialise(shape: str, items: list[tuple[str, str]], ascii_only: bool = False
         elif kind == "ping":
             out.append('event: ping\ndata: {"type":"ping"}\n\n' if shape == "anthropic" else ": ping\n\n")
     out.append(tail)
+    if padding is not None:
+        out = [_pad(frame, padding) for piece in out for frame in piece.split("\n\n")[:-1] for frame in [frame + "\n\n"]]
     return "".join(out).replace("\n", eol).encode()
 
 
@@ -203,7 +215,7 @@ class _Plain(TextEventShape):
     def match(self, data: str) -> str | None:
         return None
 
-    def learn(self, event: str, data: str, key: str, text: str) -> None:
+    def learn(self, event: str, data: str, key: str, text: str, ignored: Any = None) -> None:
         return None
 
 
@@ -233,28 +245,33 @@ TEXTS = st.one_of(
                      '"}}', '"},"finish_reason":null}]}', "\n\nevent: content_block_delta\ndata: ", "tab\t", "\x7f"]),
     st.text(max_size=6),
 )
-KINDS = st.sampled_from(["text"] * 6 + ["other-index", "with-id", "no-space", "two-lines", "comment", "ping"])
+KINDS = st.sampled_from(["text"] * 12 + ["other-index", "with-id", "no-space", "two-lines", "comment", "ping"])
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=500, deadline=None, database=None)
 @given(shape=st.sampled_from(["anthropic", "openai"]), items=st.lists(st.tuples(KINDS, TEXTS), max_size=40),
        ascii_only=st.booleans(), eol=st.sampled_from(["\n", "\r\n"]),
-       cuts=st.lists(st.integers(min_value=0, max_value=100_000), max_size=6))
+       cuts=st.lists(st.integers(min_value=0, max_value=100_000), max_size=6),
+       padding=st.none() | st.randoms(use_true_random=False))
 def test_a_stream_decodes_to_the_same_events_with_and_without_the_shortcut(
-    shape: str, items: list[tuple[str, str]], ascii_only: bool, eol: str, cuts: list[int]
+    shape: str, items: list[tuple[str, str]], ascii_only: bool, eol: str, cuts: list[int],
+    padding: random.Random | None,
 ) -> None:
-    stream = serialise(shape, [("text", "first")] + items, ascii_only, eol)
+    stream = serialise(shape, [("text", "first")] + items, ascii_only, eol, padding)
     learned = stream.index(eol.encode() * 2, stream.index(b"first")) + 2 * len(eol)  # a read ends after it
     fast, taken = decoded(shape, stream, [learned, *cuts], shortcut=True)
-    event(f"taken whole: {'some' if taken else 'none'}")
+    event(f"{shape}{' padded' if padding else ''}: {'some' if taken else 'none'} taken whole")
     assert fast == decoded(shape, stream, [learned, *cuts], shortcut=False)[0]
 
 
-@pytest.mark.parametrize("shape", ["anthropic", "openai"])
+@pytest.mark.parametrize("shape", ["anthropic", "openai", "openai-padded"])
 def test_runs_of_text_events_are_taken_whole_once_the_shape_is_known(shape: str) -> None:
     tricky = ["Hello", " world", 'say "hi"', "", "line\nbreak", "ends in \\", "café", '"}}', "tab\t"]
     items = [("text", "first")] + [("text", t) for t in tricky * 20] + [("ping", ""), ("text", "after")]
-    stream = serialise(shape, items)
+    padded = shape.endswith("-padded")
+    shape = shape.removesuffix("-padded")
+    stream = serialise(shape, items, padding=random.Random(7) if padded else None)
+    assert padded == (b'"obfuscation":' in stream)
     first_event_end = stream.index(b"\n\n", stream.index(b"first")) + 2
     events, taken = decoded(shape, stream, [first_event_end], shortcut=True)
     assert events == decoded(shape, stream, [], shortcut=False)[0]

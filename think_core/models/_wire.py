@@ -52,21 +52,27 @@ class TextEventShape:
     the finish chunk) does not match and is parsed in full, so the events are the same either
     way: the same surrounding text means the same parsed fields.
 
+    A field the mapper ignores may differ in every event (OpenAI's random ``obfuscation``
+    padding): named to :meth:`learn`, its value is skipped instead of compared, provided it
+    comes after the text and is a plain string.
+
     It is also the SSE decoder's :class:`~think_core.models.sse.Shortcut` for those events:
     ``head``/``tail`` are the event's text on the wire around its string, and :meth:`take` maps
     a run of them to text deltas in one go.
     """
 
-    __slots__ = ("prefix", "suffix", "head", "tail", "junction")
+    __slots__ = ("prefix", "suffix", "varying", "head", "tail", "junction")
 
     def __init__(self) -> None:
         self.prefix = "\0"  # matches no event until a shape is learned
         self.suffix = ""
+        #: With a varying field: the text from the end of the string to that field's value.
+        self.varying = ""
         self.head = self.tail = self.junction = ""
 
-    def learn(self, event: str, data: str, key: str, text: str) -> None:
+    def learn(self, event: str, data: str, key: str, text: str, ignored: tuple[str, Any] | None = None) -> None:
         """The SSE event ``event`` with ``data`` parsed to a text delta of ``text`` under ``key``
-        and nothing else."""
+        and nothing else; ``ignored``: a field (name, value) the mapper does not read."""
         if _NOT_PLAIN.search(text) or "\n" in data:
             return  # spelled otherwise in the JSON, or a payload of several data lines
         literal = f'"{key}":"{text}"'
@@ -74,10 +80,21 @@ class TextEventShape:
         if at < 0 or data.find(literal, at + 1) >= 0:
             return
         split = at + len(key) + 4
-        self.prefix, self.suffix = data[:split], data[split + len(text) :]
+        prefix, suffix, varying = data[:split], data[split + len(text) :], ""
+        if ignored is not None:
+            name, value = ignored
+            if not isinstance(value, str) or _NOT_PLAIN.search(value):
+                return
+            field = f'"{name}":"{value}"'
+            where = suffix.find(field)
+            if where < 0 or suffix.find(field, where + 1) >= 0 or f'"{name}":' in prefix:
+                return  # not after the text, or not there verbatim: learning it would not last
+            value_at = where + len(name) + 4
+            varying, suffix = suffix[:value_at], suffix[value_at + len(value) :]
+        self.prefix, self.suffix, self.varying = prefix, suffix, varying
         # The event on the wire, as servers write it: an optional event line, one data line.
-        self.head = ("" if event == "message" else f"event: {event}\n") + "data: " + self.prefix
-        self.tail = self.suffix + "\n\n"
+        self.head = ("" if event == "message" else f"event: {event}\n") + "data: " + prefix
+        self.tail = suffix + "\n\n"
         self.junction = self.tail + self.head
 
     def match(self, data: str) -> str | None:
@@ -89,12 +106,23 @@ class TextEventShape:
         body = data[len(prefix) : len(data) - len(suffix)]
         if len(prefix) + len(body) + len(suffix) != len(data):
             return None  # prefix and suffix overlap
-        return (body if _NOT_PLAIN.search(body) is None else _string_body(body)) or None
+        return self._text(body) or None
+
+    def _text(self, body: str) -> str | None:
+        """The text of an event whose data is ``prefix + body + suffix``; ``None`` if it is not
+        this shape after all."""
+        if self.varying:
+            body, found, value = body.rpartition(self.varying)
+            if not found or _NOT_PLAIN.search(value):
+                return None
+        return body if _NOT_PLAIN.search(body) is None else _string_body(body)
 
     def take(self, parts: list[str], generic: Callable[[str], list[Any]]) -> list[Any]:
         """Text deltas for the strings of a run of events of the learned shape. A string that is
         not a JSON string's body (a quote or line break in it: not this event's whole text)
         goes back to ``generic``."""
+        if self.varying:
+            return self._take_each(parts, generic)
         joined = "".join(parts)
         found = _NOT_PLAIN.search(joined)
         if found is None:  # the common run: plain text only
@@ -105,14 +133,21 @@ class TextEventShape:
         while found is not None:
             at = bisect_right(ends, found.start())  # the part that character is in
             events += map(TextDelta, filter(None, parts[done:at]))
-            text = _string_body(parts[at])
-            if text is None:
-                events += generic(parts[at])
-            elif text:
-                events.append(TextDelta(text))
+            events += self._take_each([parts[at]], generic)
             done = at + 1
             found = _NOT_PLAIN.search(joined, ends[at])
         events += map(TextDelta, filter(None, parts[done:]))
+        return events
+
+    def _take_each(self, parts: list[str], generic: Callable[[str], list[Any]]) -> list[Any]:
+        events: list[Any] = []
+        text_of = self._text
+        for part in parts:
+            text = text_of(part)
+            if text is None:
+                events += generic(part)
+            elif text:
+                events.append(TextDelta(text))
         return events
 
 

@@ -135,7 +135,9 @@ class _ChunkMapper(EventMapper):
         if len(choices) == 1:
             mapped = self._on_choice(choices[0])
             if len(mapped) == 1 and type(mapped[0]) is TextDelta and self._plain_text(chunk):
-                self.text_shape.learn(sse.event, data, "content", mapped[0].text)
+                # OpenAI pads every chunk with a random "obfuscation" string: skipped, never read.
+                padding = ("obfuscation", chunk["obfuscation"]) if "obfuscation" in chunk else None
+                self.text_shape.learn(sse.event, data, "content", mapped[0].text, padding)
             return mapped
         events: list[ModelEvent] = []
         for choice in choices:
