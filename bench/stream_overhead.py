@@ -31,6 +31,8 @@ import asyncio
 import gc
 import json
 import os
+import random
+import string
 import subprocess
 import sys
 import tempfile
@@ -61,18 +63,25 @@ def _event(payload: dict[str, Any], event: str | None = None) -> bytes:
     return head + b"data: " + json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode() + b"\n\n"
 
 
-def render_openai(n: int) -> bytes:
-    """A Chat Completions stream with ``n`` content deltas."""
+def render_openai(n: int, padded: bool = False) -> bytes:
+    """A Chat Completions stream with ``n`` content deltas; ``padded``: each chunk ends with a
+    random ``obfuscation`` string, as api.openai.com sends them today."""
+    padding = random.Random(n)
+
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
-        return {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
+        body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
                 "model": "bench", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        if padded:
+            body["obfuscation"] = "".join(padding.choices(string.ascii_letters + string.digits,
+                                                          k=padding.randrange(1, 12)))
+        return body
 
     parts = [_event(chunk({"role": "assistant", "content": ""}))]
     parts.extend(_event(chunk({"content": _TOKENS[i % len(_TOKENS)]})) for i in range(n))
     parts.append(_event(chunk({}, "stop")))
-    parts.append(_event({"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1700000000,
-                         "model": "bench", "choices": [],
-                         "usage": {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}}))
+    usage = chunk({}, usage={"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10})
+    usage["choices"] = []
+    parts.append(_event(usage))
     parts.append(b"data: [DONE]\n\n")
     return b"".join(parts)
 
@@ -97,7 +106,8 @@ def render_anthropic(n: int) -> bytes:
     return b"".join(parts)
 
 
-RENDER = {"openai": render_openai, "anthropic": render_anthropic}
+RENDER = {"openai": render_openai, "anthropic": render_anthropic,
+          "openai-padded": lambda n: render_openai(n, padded=True)}
 
 
 def stream_route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
@@ -164,7 +174,7 @@ class ServerProcess:
 async def floor_turn(client: httpx.AsyncClient, base: str, shape: str, n: int) -> str:
     """Only the client's own work: read the lines, ``json.loads`` each event, take its text."""
     pieces: list[str] = []
-    if shape == "openai":
+    if shape.startswith("openai"):
         body = {"model": "bench", "messages": [{"role": "user", "content": "go"}], "stream": True}
         async with client.stream("POST", f"{base}/openai/{n}/v1/chat/completions", json=body) as response:
             async for line in response.aiter_lines():
@@ -215,7 +225,7 @@ class ThinkVariant:
         self.runs = 0
         self.recorder = ChunkRecorder() if plugins else None
         model: Any
-        if shape == "openai":
+        if shape.startswith("openai"):
             model = OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=client)
         else:
             model = AnthropicModel("bench", base_url=f"{base}/anthropic/{n}", api_key="x", client=client)
@@ -321,7 +331,8 @@ async def measure_one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="comma-separated chunk counts")
-    parser.add_argument("--shapes", default="openai,anthropic", help="stream shapes: openai, anthropic")
+    parser.add_argument("--shapes", default="openai,anthropic",
+                        help="stream shapes: openai, anthropic, openai-padded (with OpenAI's obfuscation field)")
     parser.add_argument("--repeat", type=int, default=15, help="timed runs per variant (at most 7 for N > 10k)")
     parser.add_argument("--memory-max", type=int, default=10_000,
                         help="trace allocations only for N up to this (tracemalloc makes a run ~7x slower)")
