@@ -332,6 +332,7 @@ def _in_venv(python: str, *args: str) -> Any:
 
 
 def setup(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
     for peer, pins in PEERS.items():
         venv = root / peer
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
