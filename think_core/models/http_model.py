@@ -78,6 +78,10 @@ class EventMapper:
     (``ValueError``, ``TypeError``, ``KeyError``, ``AttributeError``): the attempt loop reports it
     as an invalid stream. A stream that ends with neither ``done`` nor a ``stop_reason`` was cut
     off, and is reported as incomplete before :meth:`finish` is called.
+
+    A mapper that learns its stream's text event sets ``text_shape``: the SSE decoder then maps
+    runs of that event itself (text deltas in place of the events), and :meth:`on_event` sees
+    only the others.
     """
 
     __slots__ = ("provider", "model_id", "done", "stop_reason", "response_id", "response_model", "text_shape")
