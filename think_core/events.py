@@ -43,7 +43,12 @@ class TextDelta:
 
 @dataclass(slots=True)
 class ReasoningDelta:
+    """Reasoning text. ``provider_metadata`` is what the provider needs sent back with this
+    reasoning on later requests (Anthropic's ``signature`` of a thinking block, the ``data`` of a
+    redacted one), keyed by provider; a delta that only carries it has no text."""
+
     text: str
+    provider_metadata: dict[str, Any] | None = None
     type: ClassVar[str] = "reasoning-delta"
 
 
@@ -63,12 +68,15 @@ class ToolInputDelta:
 
 @dataclass(slots=True)
 class ToolCall:
-    """A complete tool call. ``input`` is ``None`` when ``raw_input`` was not a JSON object."""
+    """A complete tool call. ``input`` is ``None`` when ``raw_input`` was not a JSON object.
+    ``provider_metadata``: what the provider needs sent back with the call (Gemini's
+    ``thoughtSignature``), keyed by provider."""
 
     tool_call_id: str
     tool_name: str
     input: dict[str, Any] | None
     raw_input: str = ""
+    provider_metadata: dict[str, Any] | None = None
     type: ClassVar[str] = "tool-call"
 
 

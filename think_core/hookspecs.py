@@ -163,6 +163,8 @@ def on_chunk(ctx: ChunkContext) -> None:
     Fires for every event of the model stream (``text-delta``, ``reasoning-delta``,
     ``tool-input-start``, ``tool-input-delta``, ``tool-call``) and for every tool result
     (``tool-result``, with ``preliminary=True`` for the intermediate yields of generator tools).
+    A ``reasoning-delta`` may carry only ``provider_metadata`` and no text (Anthropic's signature
+    at the end of a thinking block).
 
     :param ctx: ``session``, ``request_id``, ``body``, ``step_number``, ``chunk`` (a
         :mod:`think_core.events` object; switch on ``chunk.type``).

@@ -10,6 +10,7 @@ from typing import Any
 from .models.base import (
     AssistantMessage,
     ModelMessage,
+    ReasoningBlock,
     ToolCallRequest,
     ToolMessage,
     UserMessage,
@@ -96,7 +97,7 @@ def split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 def _assistant_step(parts: list[dict[str, Any]]) -> list[ModelMessage]:
     text: list[str] = []
-    reasoning: list[str] = []
+    reasoning: list[ReasoningBlock] = []
     calls: list[ToolCallRequest] = []
     results: list[ToolMessage] = []
     for part in parts:
@@ -104,13 +105,16 @@ def _assistant_step(parts: list[dict[str, Any]]) -> list[ModelMessage]:
         if kind == "text":
             text.append(part.get("text", ""))
         elif kind == "reasoning":
-            reasoning.append(part.get("text", ""))
+            reasoning.append(ReasoningBlock(text=part.get("text", ""), provider_metadata=part.get("providerMetadata")))
         elif is_tool_part(part) and part.get("state") in SETTLED_TOOL_STATES:
             name = tool_name_of(part)
             call_input = part.get("input")
             calls.append(
                 ToolCallRequest(
-                    id=part["toolCallId"], name=name, input=call_input if isinstance(call_input, dict) else {}
+                    id=part["toolCallId"],
+                    name=name,
+                    input=call_input if isinstance(call_input, dict) else {},
+                    provider_metadata=part.get("callProviderMetadata"),
                 )
             )
             if part["state"] == "output-available":
@@ -120,7 +124,14 @@ def _assistant_step(parts: list[dict[str, Any]]) -> list[ModelMessage]:
                 results.append(ToolMessage(tool_call_id=part["toolCallId"], tool_name=name, output=error, is_error=True))
     messages: list[ModelMessage] = []
     if text or reasoning or calls:
-        messages.append(AssistantMessage(text="".join(text), reasoning="".join(reasoning), tool_calls=calls))
+        messages.append(
+            AssistantMessage(
+                text="".join(text),
+                reasoning="".join(block.text for block in reasoning),
+                reasoning_blocks=reasoning,
+                tool_calls=calls,
+            )
+        )
     messages.extend(results)
     return messages
 

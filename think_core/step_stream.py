@@ -14,7 +14,7 @@ from contextlib import aclosing
 from typing import Any
 
 from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
-from .models.base import ModelRequest, ToolCallRequest
+from .models.base import ModelRequest, ReasoningBlock, ToolCallRequest
 from .models.exchange import EXCHANGE, StepExchange
 from .types import ChunkContext, StepResult
 from .ui_stream import AssistantMessageBuilder
@@ -81,7 +81,7 @@ async def stream_step(
                     elif kind == "reasoning-delta":
                         streamed = True
                         reasoning.append(event.text)
-                        builder.reasoning_delta(event.text)
+                        builder.reasoning_delta(event.text, event.provider_metadata)
                     elif kind == "tool-input-start":
                         streamed = True
                         event = call_ids.started(event)
@@ -93,10 +93,13 @@ async def stream_step(
                         streamed = True
                         event = call_ids.completed(event)
                         raw_input = event.input if event.input is not None else event.raw_input
-                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input)
+                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input, event.provider_metadata)
                         calls.append(
                             ToolCallRequest.model_construct(
-                                id=event.tool_call_id, name=event.tool_name, input=event.input if event.input is not None else {}
+                                id=event.tool_call_id,
+                                name=event.tool_name,
+                                input=event.input if event.input is not None else {},
+                                provider_metadata=event.provider_metadata,
                             )
                         )
                         if event.input is None:
@@ -129,6 +132,9 @@ async def stream_step(
         finish_reason=finish.finish_reason if finish else "other",
         text="".join(text),
         reasoning_text="".join(reasoning),
+        reasoning_blocks=[ReasoningBlock(text=t, provider_metadata=m) for t, m in builder.step_reasoning()]
+        if reasoning
+        else [],
         tool_calls=calls,
         usage=finish.usage if finish else Usage(),
         model_id=model_id,
@@ -183,4 +189,4 @@ class CallIds:
         assigned = pending.pop(0) if pending else self._fresh(event.tool_call_id)
         if assigned == event.tool_call_id:
             return event
-        return ToolCall(assigned, event.tool_name, event.input, event.raw_input)
+        return ToolCall(assigned, event.tool_name, event.input, event.raw_input, event.provider_metadata)

@@ -296,7 +296,10 @@ class Turn(RetriedSteps):
         self.usage = self.usage + step.usage
         self.step_messages.append(
             AssistantMessage(
-                text=step.text, reasoning=step.reasoning_text, tool_calls=[c for c in step.tool_calls if c.id in settled]
+                text=step.text,
+                reasoning=step.reasoning_text,
+                reasoning_blocks=step.reasoning_blocks,
+                tool_calls=[c for c in step.tool_calls if c.id in settled],
             )
         )
         self.step_messages.extend(

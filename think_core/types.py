@@ -15,7 +15,7 @@ from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field,
 from pydantic.alias_generators import to_camel
 
 from .events import Chunk, Usage
-from .models.base import CallSettings, ModelMessage, ToolCallRequest, ToolChoice
+from .models.base import CallSettings, ModelMessage, ReasoningBlock, ToolCallRequest, ToolChoice
 from .tools import Tool
 
 Trigger = Literal[
@@ -202,6 +202,8 @@ class StepResult(_Context):
     finish_reason: str = "stop"
     text: str = ""
     reasoning_text: str = ""
+    #: The reasoning block by block, with what the provider needs back (see ``ReasoningBlock``).
+    reasoning_blocks: list[ReasoningBlock] = Field(default_factory=list)
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     tool_results: list[StepToolResult] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)

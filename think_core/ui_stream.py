@@ -115,9 +115,17 @@ class AssistantMessageBuilder:
         if self._emit:
             self._emit({"type": "text-delta", "id": self._open_id, "delta": text})
 
-    def reasoning_delta(self, text: str) -> None:
-        if self._open_kind != "reasoning":
+    def reasoning_delta(self, text: str, provider_metadata: dict[str, Any] | None = None) -> None:
+        """Reasoning text, and/or what the provider needs back with the reasoning block it ends
+        (``providerMetadata`` on the part). That metadata closes its block (Anthropic signs a
+        thinking block last), so reasoning after it starts a block of its own."""
+        part = self._open_part
+        if self._open_kind != "reasoning" or (part is not None and "providerMetadata" in part):
             self._open_block("reasoning")
+        if provider_metadata:
+            self._open_part["providerMetadata"] = provider_metadata  # type: ignore[index]
+            if not text:
+                return
         self._pieces.append(text)
         if self._emit and self.send_reasoning:
             self._emit({"type": "reasoning-delta", "id": self._open_id, "delta": text})
@@ -164,14 +172,19 @@ class AssistantMessageBuilder:
         if self._emit:
             self._emit({"type": "tool-input-delta", "toolCallId": tool_call_id, "inputTextDelta": delta})
 
-    def tool_input_available(self, tool_call_id: str, tool_name: str, input: Any) -> None:
+    def tool_input_available(
+        self, tool_call_id: str, tool_name: str, input: Any, provider_metadata: dict[str, Any] | None = None
+    ) -> None:
         part = self._tool_part(tool_call_id, tool_name)
         part["state"] = "input-available"
         part["input"] = input
+        if provider_metadata:
+            part["callProviderMetadata"] = provider_metadata
         if self._emit:
-            self._emit(
-                {"type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input}
-            )
+            chunk = {"type": "tool-input-available", "toolCallId": tool_call_id, "toolName": tool_name, "input": input}
+            if provider_metadata:
+                chunk["providerMetadata"] = provider_metadata
+            self._emit(chunk)
 
     def tool_output(self, tool_call_id: str, output: Any, *, preliminary: bool = False) -> None:
         part = self._tool_parts[tool_call_id]
@@ -209,6 +222,19 @@ class AssistantMessageBuilder:
             del self._tool_parts[call_id]
 
     # -- result ----------------------------------------------------------------------------------
+    def step_reasoning(self) -> list[tuple[str, dict[str, Any] | None]]:
+        """The current step's reasoning blocks: (text, provider metadata) each."""
+        blocks: list[tuple[str, dict[str, Any] | None]] = []
+        for part in reversed(self.parts):
+            kind = part.get("type")
+            if kind == "step-start":
+                break
+            if kind == "reasoning":
+                text = "".join(self._pieces) if part is self._open_part else part.get("text", "")
+                blocks.append((text, part.get("providerMetadata")))
+        blocks.reverse()
+        return blocks
+
     def has_content(self) -> bool:
         return any(p.get("type") != "step-start" for p in self.parts)
 
@@ -239,8 +265,11 @@ def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
             builder.start_step()
         elif part.get("hidden"):
             continue
-        elif kind in ("text", "reasoning"):
-            (builder.text_delta if kind == "text" else builder.reasoning_delta)(part.get("text", ""))
+        elif kind == "text":
+            builder.text_delta(part.get("text", ""))
+            builder._close_block()
+        elif kind == "reasoning":
+            builder.reasoning_delta(part.get("text", ""))
             builder._close_block()
         elif "toolCallId" in part:
             _replay_tool(builder, part)
@@ -253,7 +282,7 @@ def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
 def _replay_tool(builder: AssistantMessageBuilder, part: dict[str, Any]) -> None:
     call_id, state = part["toolCallId"], part.get("state")
     name = part.get("toolName") or str(part.get("type", "")).removeprefix("tool-")
-    builder.tool_input_available(call_id, name, part.get("input"))
+    builder.tool_input_available(call_id, name, part.get("input"), part.get("callProviderMetadata"))
     if state == "output-available":
         builder.tool_output(call_id, part.get("output"))
     elif state == "output-error":

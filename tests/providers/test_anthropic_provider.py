@@ -221,7 +221,10 @@ async def test_overloaded_event_before_any_output_is_retried(loopback: LoopbackS
 async def test_recorded_thinking_block(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(thinking_stream()))
     events = await collect(make_model(loopback), ask())
-    assert [e.text for e in events if isinstance(e, ReasoningDelta)] == ["The previous", " result"]
+    reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
+    assert [e.text for e in reasoning if e.text] == ["The previous", " result"]
+    # The block's signature comes last, as metadata to send back with the block.
+    assert reasoning[-1] == ReasoningDelta("", {"anthropic": {"signature": "EvQBCkYICxgCKkAx..."}})
     assert text_of(events) == "Done."
     usage = events[-1].usage
     # input_tokens is the whole prompt: uncached 10 + cache write 5 + cache read 90

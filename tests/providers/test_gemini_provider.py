@@ -120,7 +120,8 @@ async def test_recorded_tool_call_arrives_whole(loopback: LoopbackServer) -> Non
     assert isinstance(start, ToolInputStart) and start.tool_name == "weather"
     assert start.tool_call_id.startswith("call_")  # Gemini gave no id: one is made up
     assert delta == ToolInputDelta(start.tool_call_id, '{"location": "San Francisco"}')
-    assert call == ToolCall(start.tool_call_id, "weather", {"location": "San Francisco"}, '{"location": "San Francisco"}')
+    assert call == ToolCall(start.tool_call_id, "weather", {"location": "San Francisco"}, '{"location": "San Francisco"}',
+                            {"google": {"thoughtSignature": "EqUCCqICAb4+9vsh..."}})  # kept, to be sent back
     assert finish.finish_reason == "tool-calls"  # Gemini says STOP after a function call
     assert (finish.usage.input_tokens, finish.usage.output_tokens, finish.usage.total_tokens) == (29, 60, 89)
 

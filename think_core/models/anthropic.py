@@ -1,7 +1,8 @@
 """Anthropic Messages API streaming.
 
 Request mapping: the system prompt is top-level; an assistant
-turn becomes ``text`` + ``tool_use`` blocks; tool results become ``tool_result`` blocks (paired
+turn becomes its signed ``thinking`` (and ``redacted_thinking``) blocks as streamed, then
+``text`` + ``tool_use`` blocks; tool results become ``tool_result`` blocks (paired
 by ``tool_use_id``) in the next user message, consecutive results merged into one message,
 because the API wants alternating roles with the results first.
 
@@ -162,6 +163,9 @@ class _MessageMapper(EventMapper):
         if dtype == "thinking_delta":
             thinking = delta.get("thinking")
             return (ReasoningDelta(thinking),) if thinking else NO_EVENTS
+        if dtype == "signature_delta" and delta.get("signature"):
+            # The thinking block's signature: sent back with the block, or Anthropic refuses it.
+            return (ReasoningDelta("", {"anthropic": {"signature": delta["signature"]}}),)
         return NO_EVENTS
 
     def _on_input_json(self, index: int, fragment: str) -> Sequence[ModelEvent]:
@@ -179,8 +183,11 @@ class _MessageMapper(EventMapper):
         ctype = cb.get("type")
         if ctype == "text" and cb.get("text"):
             return (TextDelta(cb["text"]),)
-        if ctype == "thinking" and cb.get("thinking"):
-            return (ReasoningDelta(cb["thinking"]),)
+        if ctype == "thinking" and (cb.get("thinking") or cb.get("signature")):
+            signature = cb.get("signature")
+            return (ReasoningDelta(cb.get("thinking") or "", {"anthropic": {"signature": signature}} if signature else None),)
+        if ctype == "redacted_thinking" and cb.get("data"):
+            return (ReasoningDelta("", {"anthropic": {"redactedData": cb["data"]}}),)
         if ctype != "tool_use":
             return NO_EVENTS
         name = cb.get("name") or ""
@@ -329,7 +336,7 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
         if isinstance(message, UserMessage):
             push("user", message.content)
         elif isinstance(message, AssistantMessage):
-            blocks: list[dict[str, Any]] = []
+            blocks: list[dict[str, Any]] = _thinking_blocks(message)
             if message.text:
                 blocks.append({"type": "text", "text": message.text})
             for call in message.tool_calls:
@@ -346,6 +353,20 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
                 result["is_error"] = True
             push("user", [result])
     return out
+
+
+def _thinking_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    """The step's thinking as Anthropic streamed it, signed: with thinking enabled, a tool-use
+    step must come back with its thinking blocks. Reasoning without Anthropic's signature (from
+    another provider) cannot be sent as thinking and is left out."""
+    blocks: list[dict[str, Any]] = []
+    for block in message.reasoning_blocks:
+        metadata = (block.provider_metadata or {}).get("anthropic") or {}
+        if metadata.get("signature"):
+            blocks.append({"type": "thinking", "thinking": block.text, "signature": metadata["signature"]})
+        elif metadata.get("redactedData"):
+            blocks.append({"type": "redacted_thinking", "data": metadata["redactedData"]})
+    return blocks
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -22,18 +22,33 @@ class UserMessage(BaseModel):
 
 
 class ToolCallRequest(BaseModel):
-    """A tool call as it appears in an assistant message of the history."""
+    """A tool call as it appears in an assistant message of the history. ``provider_metadata``:
+    what the provider that made the call needs back with it (Gemini's ``thoughtSignature``)."""
 
     id: str
     name: str
     input: dict[str, Any] = Field(default_factory=dict)
+    provider_metadata: dict[str, Any] | None = None
+
+
+class ReasoningBlock(BaseModel):
+    """One block of a step's reasoning with what its provider needs back to accept it again
+    (Anthropic's thinking ``signature``, a redacted block's ``data``), keyed by provider."""
+
+    text: str = ""
+    provider_metadata: dict[str, Any] | None = None
 
 
 class AssistantMessage(BaseModel):
+    """One model step of the history. ``reasoning`` is its reasoning text; ``reasoning_blocks``
+    the same reasoning block by block with provider metadata, for providers that must get their
+    reasoning back (Anthropic refuses a tool-use step with thinking enabled without it)."""
+
     role: Literal["assistant"] = "assistant"
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    reasoning_blocks: list[ReasoningBlock] = Field(default_factory=list)
 
 
 class ToolMessage(BaseModel):

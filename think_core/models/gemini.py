@@ -12,8 +12,10 @@ Request mapping: the system prompt is ``systemInstruction``; tool schemas go in
 ``parametersJsonSchema`` and structured output in ``responseJsonSchema`` (full JSON Schema, no
 conversion to Google's OpenAPI subset); tool results become ``functionResponse`` parts, the
 results of one step in one content, the output under ``output`` (``error`` for a failed tool).
-Thought signatures are not kept in the history, so function calls replayed to Gemini 3 and later
-(which rejects unsigned calls) carry Google's documented validator-skipping signature.
+A function call's ``thoughtSignature`` is kept with the call in the history (its
+``provider_metadata``) and sent back with it, as Gemini 3 requires; a call without one (made
+by another provider, or stored before signatures were kept) carries Google's documented
+validator-skipping signature instead.
 
 API keys: ``api_key=None`` reads ``GEMINI_API_KEY``, then ``GOOGLE_API_KEY``; ``api_key=""``
 sends none; a loopback ``base_url`` works keyless; otherwise a missing key is a
@@ -160,7 +162,9 @@ class _ChunkMapper(EventMapper):
         if not isinstance(args, dict):
             raise TypeError("functionCall.args must be an object")
         raw = json.dumps(args, ensure_ascii=False)
-        return ToolInputStart(call_id, name), ToolInputDelta(call_id, raw), ToolCall(call_id, name, args, raw)
+        signature = part.get("thoughtSignature")
+        metadata = {"google": {"thoughtSignature": signature}} if isinstance(signature, str) and signature else None
+        return ToolInputStart(call_id, name), ToolInputDelta(call_id, raw), ToolCall(call_id, name, args, raw, metadata)
 
     def finish(self) -> Iterator[ModelEvent]:
         reason = map_gemini_finish_reason(self.stop_reason)
@@ -213,7 +217,10 @@ def _contents(request: ModelRequest, sign_calls: bool) -> list[dict[str, Any]]:
             parts: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
             for n, call in enumerate(message.tool_calls):
                 part: dict[str, Any] = {"functionCall": {"id": call.id, "name": call.name, "args": call.input}}
-                if sign_calls and n == 0:  # only the first of parallel calls is signed
+                signature = ((call.provider_metadata or {}).get("google") or {}).get("thoughtSignature")
+                if signature:
+                    part["thoughtSignature"] = signature  # as Gemini gave it: its reasoning continues
+                elif sign_calls and n == 0:  # only the first of parallel calls is signed
                     part["thoughtSignature"] = _SKIP_SIGNATURE
                 parts.append(part)
             if parts:  # the API rejects a content without parts
