@@ -5,8 +5,14 @@ A chat client's request that only adds a user message (the common case: ``useCha
 its turn starts, keyed by that message's id, and the client follows the turn the drain runs
 for it. So a chat survives a crash like any submission, and the same message sent again — a
 retry, a reload, a client that reconnects — follows the same turn or gets its stored answer
-replayed, never a second answer. Regenerations, edits and tool answers are applied to the
-history as before (see :mod:`think_core.transcript`).
+replayed, never a second answer.
+
+A request that only answers the pending tool calls of the last assistant message — a client
+tool's result, a human's approval — and leaves none of them waiting is a durable submission
+too: a continuation, keyed by that message and the calls it answers. The answers are applied
+by the drain under the turn lock, and an approved call runs in the continuation's journal, so a
+crash neither loses the continuation nor runs a non-idempotent approved call twice.
+Regenerations and edits are applied to the history as before (see :mod:`think_core.transcript`).
 """
 
 from __future__ import annotations
@@ -16,16 +22,18 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .messages import is_tool_part
 from .store import Submission
-from .submissions import BODY_KEY, TRIGGER_KEY, SubmissionQueue
-from .transcript import SUBMIT, ClientTranscript, reconcile
+from .submissions import ANSWERS_KEY, BODY_KEY, TRIGGER_KEY, SubmissionQueue
+from .tool_results import WAITING_STATES, ToolAnswer
+from .transcript import CONTINUE_TRIGGER, SUBMIT, ClientTranscript, message_with_tool_call, reconcile
 from .types import Trigger, UIMessage
 from .ui_stream import replay_chunks
 
 if TYPE_CHECKING:
     from .store import AsyncStore
 
-__all__ = ["ChatSubmissions", "DurableChat", "durable_chat"]
+__all__ = ["ChatSubmissions", "DurableChat", "DurableContinuation", "durable_chat", "durable_continuation"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,65 @@ def durable_chat(stored: Sequence[UIMessage], transcript: ClientTranscript) -> D
     answer = stored[after].id if after < len(stored) and stored[after].role == "assistant" else None
     return DurableChat(last, plan.append, answer)
 
+
+
+@dataclass(frozen=True)
+class DurableContinuation:
+    """A chat request that answers every call the last assistant ``message`` left waiting, and
+    so continues it: a durable submission keyed by the message and the calls it answers."""
+
+    message: UIMessage
+    answers: list[ToolAnswer]
+
+    @property
+    def key(self) -> str:
+        return continuation_key(self.message.id, [a.tool_call_id for a in self.answers])
+
+    def answered_message(self) -> UIMessage:
+        """The message as it reads once the drain has applied the answers (what other tabs are
+        told before the continuation's first chunk)."""
+        parts = [dict(p) for p in self.message.parts]
+        by_id = {p.get("toolCallId"): p for p in parts if is_tool_part(p)}
+        for answer in self.answers:
+            part = by_id.get(answer.tool_call_id)
+            if part is not None and part.get("state") in WAITING_STATES:
+                try:
+                    answer.settle()(part)
+                except ValueError:
+                    pass  # the drain reports it: this answer does not fit the call
+        return self.message.model_copy(update={"parts": parts})
+
+
+def continuation_key(message_id: str, call_ids: Sequence[str]) -> str:
+    return f"continue:{message_id}:{','.join(sorted(call_ids))}"
+
+
+def durable_continuation(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableContinuation | None:
+    """The durable form of a request that only answers tool calls, or ``None``: it does more
+    (a new message comes with the answers), or it leaves a call waiting (nothing runs yet), or
+    it answers a message that is not the last one."""
+    if transcript.trigger != SUBMIT or not transcript.auto_continue or not stored:
+        return None
+    plan = reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
+    if not plan.continuation:
+        return None
+    message = message_with_tool_call(stored, plan.answers[-1].tool_call_id)
+    if message is None or message.id != stored[-1].id:
+        return None
+    answered = {a.tool_call_id for a in plan.answers}
+    waiting = {p.get("toolCallId") for p in message.parts if is_tool_part(p) and p.get("state") in WAITING_STATES}
+    if not waiting <= answered:
+        return None
+    return DurableContinuation(message, list(plan.answers))
+
+
+def _settled_call_ids(message: UIMessage) -> set[str]:
+    """The calls of a client's copy of an assistant message that it shows as answered."""
+    return {
+        str(p.get("toolCallId"))
+        for p in message.parts
+        if is_tool_part(p) and p.get("state") not in WAITING_STATES and p.get("state") != "input-streaming"
+    }
 
 
 class ChatSubmissions:
@@ -103,6 +170,75 @@ class ChatSubmissions:
                 # Closed before its end (a client stopped the stream): stop the turn, as for every stream.
                 # Shielded: the server closes a stream its client left from a cancelled scope, where
                 # every await is cancelled at once; the cancel must still happen.
+                await asyncio.shield(self._queue.cancel(row.submission_id))
+
+    async def stream_continuation(
+        self, continuation: DurableContinuation, transcript: ClientTranscript, sid: str
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Accept ``continuation`` as a submission and follow its turn (see :meth:`stream`)."""
+        client_copy = next((m for m in transcript.messages if m.id == continuation.message.id), continuation.message)
+        metadata = {TRIGGER_KEY: CONTINUE_TRIGGER, ANSWERS_KEY: [a.as_dict() for a in continuation.answers]}
+        transcript.continuation = True
+        transcript.answered = [continuation.answered_message()]
+        queue = self._queue.listen(sid)  # before the row exists: the drain may start at once
+        try:
+            row = await self._queue.submit(
+                [client_copy], submission_id=sid, idempotency_key=continuation.key, metadata=metadata
+            )
+        except BaseException:
+            self._queue.unlisten(sid, queue)
+            raise
+        if row.submission_id != sid:  # the same answers, accepted before: follow that one
+            self._queue.unlisten(sid, queue)
+            queue = self._queue.listen(row.submission_id)
+        async for chunk in self._follow(row, sid, queue):
+            yield chunk
+
+    async def retried_continuation(self, transcript: ClientTranscript) -> Submission | None:
+        """The continuation a request repeats (a client sending the same answers again, after
+        they were applied): the latest one of its last message whose answered calls the
+        client's copy shows as answered."""
+        last = transcript.messages[-1] if transcript.messages else None
+        if last is None or last.role != "assistant" or transcript.trigger != SUBMIT:
+            return None
+        prefix = f"continue:{last.id}:"
+        settled = _settled_call_ids(last)
+        for row in reversed(await self._db.list_submissions(self._session_id)):
+            key = row.idempotency_key or ""
+            if key.startswith(prefix) and set(key[len(prefix) :].split(",")) <= settled:
+                return row
+        return None
+
+    async def follow_retried(
+        self, row: Submission, transcript: ClientTranscript, sid: str
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Follow the continuation ``row`` that a request repeats, or replay its answer."""
+        transcript.continuation = True
+        async for chunk in self._follow(row, sid, self._queue.listen(row.submission_id)):
+            yield chunk
+
+    async def _follow(
+        self, row: Submission, sid: str, queue: asyncio.Queue[Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """The chunks of ``row``'s turn while it runs here (``queue`` listens to it), else its
+        stored answer replayed. Closing the stream of the request that accepted it cancels it."""
+        mine = row.submission_id == sid
+        try:
+            streamed = False
+            if mine or row.status in ("pending", "running"):
+                async for chunk in self._queue.follow(row.submission_id, queue):
+                    streamed = True
+                    yield chunk
+            if streamed:
+                return
+            row = await self._queue.wait(row.submission_id)
+            stored = [m for m in await self._db.list_messages(self._session_id) if m.id == row.answer_message_id]
+            for chunk in replay_chunks(stored[0]) if stored else ():
+                yield chunk
+        finally:
+            self._queue.unlisten(row.submission_id, queue)
+            if mine and row.status in ("pending", "running"):
+                # Shielded, as for a chat: the server closes a stream from a cancelled scope.
                 await asyncio.shield(self._queue.cancel(row.submission_id))
 
     async def _submission(

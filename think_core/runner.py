@@ -174,11 +174,13 @@ class TurnRunner:
                     return TurnOutcome("aborted", error_text="aborted"), None
                 raise
         body = handle.body = await self._turn_body(request)
+        restored = False
         if request.journal is not None:
             replay = await request.journal.load()
             if replay.message_id is not None:  # resumed after a crash: the same answer, so far
                 builder.restore(replay.message_id, replay.parts)
-        elif request.continuation:
+                restored = True
+        if request.continuation and not restored:
             await self._continue_message(builder)
         if sink is not None:
             # A durable turn's stream starts with what its journal restored (after a crash), not its `finish`.

@@ -18,7 +18,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
-from .chat_submissions import ChatSubmissions, durable_chat
+from .chat_submissions import ChatSubmissions, durable_chat, durable_continuation
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
@@ -447,9 +447,16 @@ class Session:
         """
         self._assert_not_nested(trigger)
         await self.open()
-        chat = durable_chat(await self._db.list_messages(self.id), transcript)
+        stored = await self._db.list_messages(self.id)
+        chat = durable_chat(stored, transcript)
+        continuation = durable_continuation(stored, transcript) if chat is None else None
+        retried = await self._chats.retried_continuation(transcript) if chat is None and continuation is None else None
         if chat is not None:
             source = self._chats.stream(chat, transcript, body, trigger, request_id or new_id("req"))
+        elif continuation is not None:
+            source = self._chats.stream_continuation(continuation, transcript, request_id or new_id("req"))
+        elif retried is not None:
+            source = self._chats.follow_retried(retried, transcript, request_id or new_id("req"))
         else:
             request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
             request.should_apply = lambda: transcript.apply(self._db, self.id, request)

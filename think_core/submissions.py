@@ -27,6 +27,7 @@ from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
 from .submission_recovery import recover_orphaned_submissions
+from .tool_results import ToolAnswer, apply_answer
 from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
 from .types import Trigger
@@ -50,6 +51,11 @@ _DONE = object()  # a listener's end of stream
 #: trigger (a server chat: ``http`` / ``websocket``) and the turn's ``body`` (the client's extra
 #: data, e.g. ``{"read_only": true}``), kept so that a turn resumed after a crash has them too.
 TRIGGER_KEY, BODY_KEY = "trigger", "body"
+
+#: A continuation's key in a submission's ``metadata``: the tool answers it applies (a client
+#: tool's results, a human's approvals). Its one message is the assistant message it continues,
+#: as the client sent it back; that message is never appended (it is stored already).
+ANSWERS_KEY = "answers"
 
 
 def _trigger_and_body(row: Submission) -> tuple[Trigger, dict[str, Any] | None]:
@@ -193,9 +199,19 @@ class SubmissionQueue:
             return stored
 
         trigger, body = _trigger_and_body(row)
+        answers = (row.metadata or {}).get(ANSWERS_KEY)
+        if isinstance(answers, list):
+            # A continuation: its answers are applied under the turn lock, again after a crash
+            # (answering a call twice is ignored), and the turn continues the answered message.
+            async def apply() -> None:
+                for answer in answers:
+                    settled = ToolAnswer.from_dict(answer)
+                    await apply_answer(db, session_id, settled.tool_call_id, settled.settle())
+
         request = TurnRequest(
             trigger,
             None,
+            continuation=isinstance(answers, list),
             body=body,
             emit=functools.partial(self._emit, sid),
             request_id=sid,

@@ -8,6 +8,7 @@ place; when no call of the message is left waiting, the session runs an auto-con
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import UnknownToolCall
@@ -72,3 +73,28 @@ async def apply_answer(db: Any, session_id: str, tool_call_id: str, settle: Sett
         await db.upsert_message(session_id, message)
         return not any(is_tool_part(p) and p.get("state") in WAITING_STATES for p in message.parts)
     raise UnknownToolCall(tool_call_id, session_id)
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A client's answer to a pending tool call: its result (``output``, or ``error``) or, when
+    ``approved`` is set, a human's decision on an approval request."""
+
+    tool_call_id: str
+    output: Any = None
+    error: str | None = None
+    approved: bool | None = None
+    reason: str | None = None
+
+    def settle(self) -> Settle:
+        if self.approved is not None:
+            return approval_update(self.tool_call_id, self.approved, self.reason)
+        return result_update(self.tool_call_id, self.output, self.error)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The answer as JSON (kept with a durable continuation)."""
+        return {k: v for k, v in vars(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ToolAnswer:
+        return cls(**{k: data[k] for k in ("tool_call_id", "output", "error", "approved", "reason") if k in data})

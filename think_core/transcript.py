@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
-from .tool_results import Settle, apply_answer, approval_update, result_update
+from .tool_results import ToolAnswer, apply_answer
 from .types import Trigger, UIMessage
 
 SUBMIT = "submit-message"
@@ -28,23 +28,6 @@ REGENERATE = "regenerate-message"
 
 #: The trigger of the turn that continues an answered assistant message.
 CONTINUE_TRIGGER: Trigger = "auto_continue"
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """A client's answer to a pending tool call: its result (``output``, or ``error``) or, when
-    ``approved`` is set, a human's decision on an approval request."""
-
-    tool_call_id: str
-    output: Any = None
-    error: str | None = None
-    approved: bool | None = None
-    reason: str | None = None
-
-    def settle(self) -> Settle:
-        if self.approved is not None:
-            return approval_update(self.tool_call_id, self.approved, self.reason)
-        return result_update(self.tool_call_id, self.output, self.error)
 
 
 @dataclass(frozen=True)

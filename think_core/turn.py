@@ -274,7 +274,9 @@ class Turn(RetriedSteps):
         return self.base_messages + self.step_messages
 
     def _approved_runner(self, builder: AssistantMessageBuilder, approved: frozenset[str]) -> ToolCallRunner:
-        return ToolCallRunner(self.session, self.request_id, self.hooks, builder, approved=approved, body=self.body)
+        return ToolCallRunner(
+            self.session, self.request_id, self.hooks, builder, approved=approved, body=self.body, journal=self.journal
+        )
 
     async def _record_step(self, step: StepResult, outcomes: list[ToolOutcome]) -> None:
         """Add the finished step to the turn's record and the next step's messages, journal it,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,9 +17,11 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
+from tests.loopback import LoopbackServer, RecordedRequest, Reply
 from tests.support.postgres import fresh_database
 from tests.support.serve import think_serve as serve
 from tests.support.web import chat_request, user
+from tests.support.wire import oa_text, oa_tool_call
 from think_core.cli.demo_model import INTRODUCTION
 from think_core.server.testing import wait_until_healthy
 
@@ -98,3 +101,67 @@ async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(db: str, 
     assert [(m["role"], m["id"]) for m in messages] == [("user", "u1"), ("assistant", row["answer_message_id"])]
     answer = "".join(p.get("text", "") for p in messages[1]["parts"])
     assert answer == INTRODUCTION  # one whole answer, not the cut-off start plus another
+
+
+def invoice_model(request: RecordedRequest) -> Reply:
+    """Step one asks to send an invoice; the step after its result says what came back."""
+    messages = request.json["messages"]
+    if messages[-1]["role"] == "tool":
+        return Reply.sse(oa_text("Done: ", str(messages[-1]["content"]), "."))
+    return Reply.sse(oa_tool_call("call_inv", "send_invoice", json.dumps({"customer": "acme"})))
+
+
+def invoice_server(db: str, llm: LoopbackServer, ledger: Path, *, hang: bool) -> Any:
+    env = {**os.environ, "THINK_TEST_LEDGER": str(ledger)}
+    env.pop("THINK_TEST_HANG_AFTER_SEND", None)
+    if hang:
+        env["THINK_TEST_HANG_AFTER_SEND"] = "1"
+    return serve("--model", f"openai-compatible:m@{llm.url}/v1", "--db", db, "--no-plugins", "--no-timeline",
+                 "--tools", "tests.support.ledger_tools:APPROVAL_TOOLS", env=env, deadline=DEADLINE)
+
+
+async def test_an_approved_call_cut_off_by_sigkill_is_not_sent_twice_and_its_continuation_ends(
+    db: str, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.jsonl"
+    async with LoopbackServer(handler=invoice_model) as llm:
+        async with invoice_server(db, llm, ledger, hang=True) as (proc, base):
+            async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+                await wait_until_healthy(http, timeout=DEADLINE)
+                body = {"id": "inv", "messages": [user("Invoice acme", "u1")], "trigger": "submit-message"}
+                await http.post("/api/chat", json=body)  # ends at the approval request
+                [_, waiting] = (await http.get("/api/sessions/inv/messages")).json()["messages"]
+                approved = {**waiting, "parts": [
+                    dict(p, state="approval-responded", approval={"id": p["toolCallId"], "approved": True})
+                    if "toolCallId" in p else p for p in waiting["parts"]]}
+                body["messages"] = [user("Invoice acme", "u1"), approved]
+                continuation = asyncio.create_task(http.post("/api/chat", json=body))
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + DEADLINE
+                while not (ledger.exists() and ledger.read_text()):  # the invoice went out; its result is not stored
+                    assert loop.time() < deadline, "the approved call never ran"
+                    await asyncio.sleep(0.05)
+                proc.send_signal(signal.SIGKILL)
+                assert await proc.wait() == -signal.SIGKILL
+                await asyncio.gather(continuation, return_exceptions=True)
+
+        async with invoice_server(db, llm, ledger, hang=False) as (_, base):
+            async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+                await wait_until_healthy(http, timeout=DEADLINE)
+                loop = asyncio.get_running_loop()
+                deadline = loop.time() + DEADLINE
+                while True:
+                    rows = (await http.get("/api/sessions/inv/submissions")).json()["submissions"]
+                    if all(r["status"] not in ("pending", "running") for r in rows):
+                        break
+                    assert loop.time() < deadline, f"the continuation was not resumed: {rows}"
+                    await asyncio.sleep(0.2)
+                messages = (await http.get("/api/sessions/inv/messages")).json()["messages"]
+
+    assert len(ledger.read_text().splitlines()) == 1  # sent once: never again after the restart
+    assert [(r["idempotency_key"], r["status"]) for r in rows] == [
+        ("u1", "completed"), (f"continue:{waiting['id']}:call_inv", "completed")]
+    assert [(m["role"], m["id"]) for m in messages] == [("user", "u1"), ("assistant", waiting["id"])]
+    [call_part] = [p for p in messages[1]["parts"] if p.get("toolCallId") == "call_inv"]
+    assert call_part["state"] == "output-error" and "interrupted" in call_part["errorText"]
+    assert "".join(p.get("text", "") for p in messages[1]["parts"]).startswith("Done: ")
