@@ -222,7 +222,8 @@ class SubmissionQueue:
             store_answer=store_answer,
             resumable=True,  # a page can follow it, after a restart too
         )
-        await db.heartbeat_submission(session_id, sid)  # a recovered row's lease is ours from now
+        if recovering:  # a fresh claim took the lease with the row; a retaken row renews it now
+            await db.heartbeat_submission(session_id, sid)
         lease = LeaseKeeper(self.db.sync, session_id, sid, interval=self.lease / 3, on_lost=lambda: self._cancel(sid))
         lease.start()
         try:
