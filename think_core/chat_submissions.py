@@ -12,28 +12,43 @@ tool's result, a human's approval — and leaves none of them waiting is a durab
 too: a continuation, keyed by that message and the calls it answers. The answers are applied
 by the drain under the turn lock, and an approved call runs in the continuation's journal, so a
 crash neither loses the continuation nor runs a non-idempotent approved call twice.
-Regenerations and edits are applied to the history as before (see :mod:`think_core.transcript`).
+
+An edit of an earlier user message and a regeneration of an answer are durable submissions as
+well: the messages they replace are deleted in the transaction that appends the (edited) user
+message, before their turn, so a crash never leaves the history cut without its new answer.
+The same edit or regeneration sent again (by ``messageId``) follows or replays that submission.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .messages import is_tool_part
 from .store import Submission
+from .submission_recovery import REPLACING_KEY
 from .submissions import ANSWERS_KEY, BODY_KEY, TRIGGER_KEY, SubmissionQueue
 from .tool_results import WAITING_STATES, ToolAnswer
-from .transcript import CONTINUE_TRIGGER, SUBMIT, ClientTranscript, message_with_tool_call, reconcile
+from .transcript import CONTINUE_TRIGGER, REGENERATE, SUBMIT, ClientTranscript, message_with_tool_call, reconcile
 from .types import Trigger, UIMessage
 from .ui_stream import replay_chunks
 
 if TYPE_CHECKING:
     from .store import AsyncStore
 
-__all__ = ["ChatSubmissions", "DurableChat", "DurableContinuation", "durable_chat", "durable_continuation"]
+__all__ = [
+    "ChatSubmissions",
+    "DurableChat",
+    "DurableContinuation",
+    "DurableRewrite",
+    "durable_chat",
+    "durable_continuation",
+    "durable_rewrite",
+]
 
 
 @dataclass(frozen=True)
@@ -123,6 +138,48 @@ def durable_continuation(stored: Sequence[UIMessage], transcript: ClientTranscri
     return DurableContinuation(message, list(plan.answers))
 
 
+@dataclass(frozen=True)
+class DurableRewrite:
+    """A chat request that replaces part of the history and is answered in one turn: an edit
+    (``message`` is the edited user message) or a regeneration (``message`` is the user message
+    whose answer is redone). ``replacing_from``: the stored message deleted with everything
+    after it — worked out again when the submission is applied, under the turn lock, so a turn
+    still running when it was sent is replaced with the rest."""
+
+    message: UIMessage
+    replacing_from: str
+    key: str
+    edit: bool
+
+
+def rewrite_key(trigger: str, message_id: str, message: UIMessage | None = None) -> str:
+    """A regeneration is keyed by the answer it redoes; an edit by the message and its new text."""
+    if trigger == REGENERATE:
+        return f"regenerate:{message_id}"
+    parts = json.dumps(message.parts if message is not None else [], sort_keys=True, default=str)
+    return f"edit:{message_id}:{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
+
+
+def durable_rewrite(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableRewrite | None:
+    """The durable form of an edit or a regeneration, or ``None`` when the request is not one
+    (or also answers tool calls, or leaves no user message to answer)."""
+    if transcript.trigger not in (SUBMIT, REGENERATE):
+        return None
+    plan = reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
+    if plan.continuation or plan.answers or not plan.cut:
+        return None
+    if plan.append:
+        if len(plan.append) != 1 or plan.append[0].role != "user":
+            return None
+        message = plan.append[0]
+        return DurableRewrite(message, plan.cut[0], rewrite_key(SUBMIT, message.id, message), edit=True)
+    gone = set(plan.cut)
+    kept = [m for m in stored if m.id not in gone]
+    if not kept or kept[-1].role != "user":
+        return None
+    return DurableRewrite(kept[-1], plan.cut[0], rewrite_key(REGENERATE, plan.cut[0]), edit=False)
+
+
 def _settled_call_ids(message: UIMessage) -> set[str]:
     """The calls of a client's copy of an assistant message that it shows as answered."""
     return {
@@ -192,6 +249,47 @@ class ChatSubmissions:
             self._queue.unlisten(sid, queue)
             queue = self._queue.listen(row.submission_id)
         async for chunk in self._follow(row, sid, queue):
+            yield chunk
+
+    async def stream_rewrite(
+        self, rewrite: DurableRewrite, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Accept an edit or a regeneration as a submission and follow its turn."""
+        metadata: dict[str, Any] = {
+            TRIGGER_KEY: trigger, REPLACING_KEY: rewrite.replacing_from, **({BODY_KEY: body} if body is not None else {})
+        }
+        transcript.appended = [rewrite.message] if rewrite.edit else []
+        queue = self._queue.listen(sid)
+        try:
+            row = await self._queue.submit([rewrite.message], submission_id=sid, idempotency_key=rewrite.key, metadata=metadata)
+        except BaseException:
+            self._queue.unlisten(sid, queue)
+            raise
+        if row.submission_id != sid:
+            self._queue.unlisten(sid, queue)
+            queue = self._queue.listen(row.submission_id)
+        async for chunk in self._follow(row, sid, queue):
+            yield chunk
+
+    async def retried_rewrite(self, transcript: ClientTranscript) -> Submission | None:
+        """The edit or regeneration a request repeats (by its ``messageId``), if it was accepted."""
+        message_id = transcript.message_id
+        if message_id is None:
+            return None
+        if transcript.trigger == REGENERATE:
+            key = rewrite_key(REGENERATE, message_id)
+        elif transcript.trigger == SUBMIT:
+            edited = next((m for m in transcript.messages if m.id == message_id and m.role == "user"), None)
+            if edited is None:
+                return None
+            key = rewrite_key(SUBMIT, message_id, edited)
+        else:
+            return None
+        return next((r for r in await self._db.list_submissions(self._session_id) if r.idempotency_key == key), None)
+
+    async def follow_accepted(self, row: Submission, sid: str) -> AsyncGenerator[dict[str, Any], None]:
+        """Follow a submission accepted by an earlier request, or replay its answer."""
+        async for chunk in self._follow(row, sid, self._queue.listen(row.submission_id)):
             yield chunk
 
     async def retried_continuation(self, transcript: ClientTranscript) -> Submission | None:

@@ -18,7 +18,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
-from .chat_submissions import ChatSubmissions, durable_chat, durable_continuation
+from .chat_submissions import ChatSubmissions, durable_chat, durable_continuation, durable_rewrite
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
@@ -437,32 +437,46 @@ class Session:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Apply a chat client's whole transcript and yield the chunks of the turn it asks for.
 
-        A request that only adds a user message runs as a durable submission keyed by that
-        message's id (see :mod:`think_core.chat_submissions`). Any other is applied under the
-        turn lock, before the first chunk: an edit or a
-        regeneration deletes what it replaces, settled tool calls are answered, new messages are
-        appended (see :mod:`think_core.transcript`). Then a turn runs for them, or the answered
-        message is continued (trigger ``auto_continue``), or nothing runs when a call is still
-        waiting.
+        A request that adds a user message, one that answers every call an answer left waiting,
+        an edit and a regeneration each run as a durable submission (see
+        :mod:`think_core.chat_submissions`). Any other is applied under the turn lock, before the
+        first chunk (see :mod:`think_core.transcript`): answers that leave a call waiting are
+        recorded and nothing runs; new messages that come with answers are appended and answered.
         """
         self._assert_not_nested(trigger)
         await self.open()
-        stored = await self._db.list_messages(self.id)
-        chat = durable_chat(stored, transcript)
-        continuation = durable_continuation(stored, transcript) if chat is None else None
-        retried = await self._chats.retried_continuation(transcript) if chat is None and continuation is None else None
-        if chat is not None:
-            source = self._chats.stream(chat, transcript, body, trigger, request_id or new_id("req"))
-        elif continuation is not None:
-            source = self._chats.stream_continuation(continuation, transcript, request_id or new_id("req"))
-        elif retried is not None:
-            source = self._chats.follow_retried(retried, transcript, request_id or new_id("req"))
-        else:
+        sid = request_id or new_id("req")
+        source = await self._durable_source(transcript, body, trigger, sid)
+        if source is None:
             request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
             request.should_apply = lambda: transcript.apply(self._db, self.id, request)
             source = self.stream_request(request)
         async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk
+
+    async def _durable_source(
+        self, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
+    ) -> AsyncGenerator[dict[str, Any], None] | None:
+        """The durable submission a chat request is (see :mod:`think_core.chat_submissions`), or
+        ``None`` when it is none of them (answers that leave a call waiting, say)."""
+        chats = self._chats
+        repeated = await chats.retried_rewrite(transcript)
+        if repeated is not None:
+            return chats.follow_accepted(repeated, sid)
+        stored = await self._db.list_messages(self.id)
+        chat = durable_chat(stored, transcript)
+        if chat is not None:
+            return chats.stream(chat, transcript, body, trigger, sid)
+        continuation = durable_continuation(stored, transcript)
+        if continuation is not None:
+            return chats.stream_continuation(continuation, transcript, sid)
+        rewrite = durable_rewrite(stored, transcript)
+        if rewrite is not None:
+            return chats.stream_rewrite(rewrite, transcript, body, trigger, sid)
+        retried = await chats.retried_continuation(transcript)
+        if retried is not None:
+            return chats.follow_retried(retried, transcript, sid)
+        return None
 
 

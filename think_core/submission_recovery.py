@@ -22,6 +22,7 @@ from .process_identity import ProcessIdentity, process_is_gone, this_process
 from .store import Store, Submission, SubmissionOwner
 
 __all__ = [
+    "REPLACING_KEY",
     "RecoveryAction",
     "is_orphaned",
     "lease_expiry",
@@ -33,11 +34,17 @@ __all__ = [
 
 RecoveryAction = Literal["requeue", "mark_applied_and_answer", "answer"]
 
+#: A submission's ``metadata`` key: the stored message it replaces with everything after it (an
+#: edit, a regeneration), deleted in the transaction that applies its messages.
+REPLACING_KEY = "replacing_from"
+
 
 def recovery_action(submission: Submission, stored_message_ids: Iterable[str]) -> RecoveryAction:
     """The action for a retaken ``submission``, given the ids of the session's stored messages."""
     if submission.messages_applied:
         return "answer"
+    if (submission.metadata or {}).get(REPLACING_KEY):
+        return "requeue"  # what it replaces goes with the applying: present or not, apply it again
     stored = set(stored_message_ids)
     if all(m.id in stored for m in submission.messages):
         return "mark_applied_and_answer"

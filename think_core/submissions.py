@@ -26,7 +26,7 @@ from .errors import UnknownSubmission
 from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
-from .submission_recovery import recover_orphaned_submissions
+from .submission_recovery import REPLACING_KEY, recover_orphaned_submissions
 from .tool_results import ToolAnswer, apply_answer
 from .turn_journal import TurnJournal
 from .turn_request import TurnOutcome, TurnRequest
@@ -180,9 +180,14 @@ class SubmissionQueue:
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
 
+        replacing = (row.metadata or {}).get(REPLACING_KEY)
+
         async def apply() -> None:
             if not recovering:
-                await db.apply_submission_messages(session_id, sid)
+                if replacing:
+                    await db.apply_submission_messages(session_id, sid, replacing_from=replacing)
+                else:
+                    await db.apply_submission_messages(session_id, sid)
 
         async def still_running() -> bool:
             current = await db.get_submission(session_id, sid)

@@ -165,3 +165,48 @@ async def test_an_approved_call_cut_off_by_sigkill_is_not_sent_twice_and_its_con
     [call_part] = [p for p in messages[1]["parts"] if p.get("toolCallId") == "call_inv"]
     assert call_part["state"] == "output-error" and "interrupted" in call_part["errorText"]
     assert "".join(p.get("text", "") for p in messages[1]["parts"]).startswith("Done: ")
+
+
+async def test_a_regeneration_cut_off_by_sigkill_replaces_the_answer_once_after_the_restart(db: str) -> None:
+    async with think_serve(db) as (proc, base):
+        async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+            await wait_until_healthy(http, timeout=DEADLINE)
+            await http.post("/api/chat", json={"id": "regen", "messages": [user("Who are you?", "u1")],
+                                               "trigger": "submit-message"})
+            [_, old] = (await http.get("/api/sessions/regen/messages")).json()["messages"]
+        body = {"id": "regen", "messages": [user("Who are you?", "u1")], "trigger": "regenerate-message",
+                "messageId": old["id"]}
+        started = asyncio.get_running_loop().create_future()
+
+        async def regenerate() -> None:
+            try:
+                async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as client:
+                    async with client.stream("POST", "/api/chat", json=body) as response:
+                        async for line in response.aiter_lines():
+                            if '"text-delta"' in line and not started.done():
+                                started.set_result(None)
+            except httpx.HTTPError:
+                pass  # the server was killed under it
+
+        reader = asyncio.create_task(regenerate())
+        await asyncio.wait_for(started, DEADLINE)
+        proc.send_signal(signal.SIGKILL)  # mid-answer: the old answer is gone, the new one half-written
+        assert await proc.wait() == -signal.SIGKILL
+    await asyncio.gather(reader, return_exceptions=True)
+
+    async with think_serve(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+        await wait_until_healthy(http, timeout=DEADLINE)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DEADLINE
+        while True:
+            rows = (await http.get("/api/sessions/regen/submissions")).json()["submissions"]
+            if all(r["status"] not in ("pending", "running") for r in rows):
+                break
+            assert loop.time() < deadline, f"the regeneration was not resumed: {rows}"
+            await asyncio.sleep(0.2)
+        messages = (await http.get("/api/sessions/regen/messages")).json()["messages"]
+
+    assert [(r["idempotency_key"], r["status"]) for r in rows] == [("u1", "completed"), (f"regenerate:{old['id']}", "completed")]
+    assert [(m["role"], m["id"]) for m in messages] == [("user", "u1"), ("assistant", rows[1]["answer_message_id"])]
+    assert messages[1]["id"] != old["id"]  # the old answer was replaced, by one whole new one
+    assert "".join(p.get("text", "") for p in messages[1]["parts"]) == INTRODUCTION

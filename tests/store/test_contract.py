@@ -223,6 +223,31 @@ def test_mark_and_apply_submission_messages(store: Store) -> None:
         store.apply_submission_messages(S, "missing")
 
 
+def test_applying_a_submission_can_replace_a_stored_message_and_what_follows(store: Store) -> None:
+    # An edit of "u1": the edited message has the same id; it and everything after it go.
+    store.append_messages(S, [msg("u0"), msg("u1"), msg("a1"), msg("u2")])
+    edited = UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "edited"}])
+    store.create_submission(S, [edited], submission_id="e")
+    store.claim_next_submission(S)
+    assert ids(store.apply_submission_messages(S, "e", replacing_from="u1")) == ["u1"]
+    assert [(m.id, m.parts) for m in store.list_messages(S)][-1] == ("u1", edited.parts)
+    assert ids(store.list_messages(S)) == ["u0", "u1"]
+    # Applied once: a second call (a retry after a crash) deletes and appends nothing.
+    store.append_messages(S, [msg("a2")])
+    assert store.apply_submission_messages(S, "e", replacing_from="u1") == []
+    assert ids(store.list_messages(S)) == ["u0", "u1", "a2"]
+    # A regeneration of "a2": the answered user message is stored already, so nothing is appended.
+    store.create_submission(S, [edited], submission_id="r")
+    store.claim_next_submission(S)
+    assert store.apply_submission_messages(S, "r", replacing_from="a2") == []
+    assert ids(store.list_messages(S)) == ["u0", "u1"] and store.get_submission(S, "r").messages_applied
+    # A message no longer stored replaces nothing.
+    store.create_submission(S, [msg("u3")], submission_id="g")
+    store.claim_next_submission(S)
+    assert ids(store.apply_submission_messages(S, "g", replacing_from="gone")) == ["u3"]
+    assert ids(store.list_messages(S)) == ["u0", "u1", "u3"]
+
+
 def test_recover_running_submissions(store_factory: StoreFactory) -> None:
     with store_factory() as s:
         for sid in ("not_applied", "applied", "appended_unmarked", "done", "queued"):

@@ -107,6 +107,21 @@ class RowsBase:
                 appended.append(message)
         return appended
 
+    @staticmethod
+    def _delete_messages(conn: Any, session_id: str, message_ids: Sequence[str]) -> int:
+        """Delete messages by id with the compactions anchored on them; returns how many went."""
+        deleted = 0
+        for message_id in message_ids:
+            deleted += conn.execute(
+                "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
+                (session_id, message_id),
+            ).rowcount
+            conn.execute(
+                "DELETE FROM compactions WHERE session_id = ? AND (from_message_id = ? OR to_message_id = ?)",
+                (session_id, message_id, message_id),
+            )
+        return deleted
+
     def _upsert_message(self, conn: Any, session_id: str, message: UIMessage, now: float) -> None:
         """Insert at the end, or replace the stored message with this id in place."""
         self._ensure(conn, session_id)

@@ -88,19 +88,8 @@ class SessionRows(RowsBase):
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return 0
-        deleted = 0
         with self._write(session_id) as conn:
-            for message_id in ids:
-                deleted += conn.execute(
-                    "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
-                    (session_id, message_id),
-                ).rowcount
-                conn.execute(
-                    "DELETE FROM compactions WHERE session_id = ? "
-                    "AND (from_message_id = ? OR to_message_id = ?)",
-                    (session_id, message_id, message_id),
-                )
-        return deleted
+            return self._delete_messages(conn, session_id, ids)
 
     def clear_messages(self, session_id: str) -> None:
         """Delete every message and every compaction of the session."""

@@ -247,10 +247,15 @@ class SubmissionRows(SubmissionJournal):
                 ).rowcount
             )
 
-    def apply_submission_messages(self, session_id: str, submission_id: str) -> list[UIMessage]:
+    def apply_submission_messages(
+        self, session_id: str, submission_id: str, *, replacing_from: str | None = None
+    ) -> list[UIMessage]:
         """Append the submission's messages to the session (idempotent by id) and mark it
-        applied, in one transaction. Returns the messages actually appended. Raises
-        :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``) for an unknown submission."""
+        applied, in one transaction. ``replacing_from``: the stored message that and everything
+        after it are deleted first, in the same transaction (an edit, a regeneration; nothing
+        when it is not stored). Once applied, nothing happens again. Returns the messages
+        actually appended. Raises :class:`~think_core.errors.UnknownSubmission` (a ``KeyError``)
+        for an unknown submission."""
         with self._write(session_id) as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
             if row is None:
@@ -259,6 +264,12 @@ class SubmissionRows(SubmissionJournal):
             if sub.messages_applied:
                 return []
             self._ensure(conn, session_id)
+            if replacing_from is not None:
+                ids = [r[0] for r in conn.execute(
+                    "SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
+                ).fetchall()]
+                if replacing_from in ids:
+                    self._delete_messages(conn, session_id, ids[ids.index(replacing_from) :])
             appended = self._insert_messages(conn, session_id, sub.messages)
             conn.execute(
                 "UPDATE submissions SET messages_applied_at = ? "
