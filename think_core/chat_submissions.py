@@ -197,6 +197,30 @@ class ChatSubmissions:
         self._db = db
         self._queue = queue
 
+    async def source(
+        self, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
+    ) -> AsyncGenerator[dict[str, Any], None] | None:
+        """The stream of the durable submission a chat request is (a new message, a
+        continuation, an edit or a regeneration; or one of those sent again), or ``None`` when
+        it is none of them (answers that leave a call waiting, say)."""
+        repeated = await self.retried_rewrite(transcript)
+        if repeated is not None:
+            return self.follow_accepted(repeated, sid)
+        stored = await self._db.list_messages(self._session_id)
+        chat = durable_chat(stored, transcript)
+        if chat is not None:
+            return self.stream(chat, transcript, body, trigger, sid)
+        continuation = durable_continuation(stored, transcript)
+        if continuation is not None:
+            return self.stream_continuation(continuation, transcript, sid)
+        rewrite = durable_rewrite(stored, transcript)
+        if rewrite is not None:
+            return self.stream_rewrite(rewrite, transcript, body, trigger, sid)
+        retried = await self.retried_continuation(transcript)
+        if retried is not None:
+            return self.follow_retried(retried, transcript, sid)
+        return None
+
     async def stream(
         self, chat: DurableChat, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
     ) -> AsyncGenerator[dict[str, Any], None]:

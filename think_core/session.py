@@ -18,7 +18,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
-from .chat_submissions import ChatSubmissions, durable_chat, durable_continuation, durable_rewrite
+from .chat_submissions import ChatSubmissions
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
@@ -446,7 +446,7 @@ class Session:
         self._assert_not_nested(trigger)
         await self.open()
         sid = request_id or new_id("req")
-        source = await self._durable_source(transcript, body, trigger, sid)
+        source = await self._chats.source(transcript, body, trigger, sid)
         if source is None:
             request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
             request.should_apply = lambda: transcript.apply(self._db, self.id, request)
@@ -454,29 +454,5 @@ class Session:
         async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk
-
-    async def _durable_source(
-        self, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
-    ) -> AsyncGenerator[dict[str, Any], None] | None:
-        """The durable submission a chat request is (see :mod:`think_core.chat_submissions`), or
-        ``None`` when it is none of them (answers that leave a call waiting, say)."""
-        chats = self._chats
-        repeated = await chats.retried_rewrite(transcript)
-        if repeated is not None:
-            return chats.follow_accepted(repeated, sid)
-        stored = await self._db.list_messages(self.id)
-        chat = durable_chat(stored, transcript)
-        if chat is not None:
-            return chats.stream(chat, transcript, body, trigger, sid)
-        continuation = durable_continuation(stored, transcript)
-        if continuation is not None:
-            return chats.stream_continuation(continuation, transcript, sid)
-        rewrite = durable_rewrite(stored, transcript)
-        if rewrite is not None:
-            return chats.stream_rewrite(rewrite, transcript, body, trigger, sid)
-        retried = await chats.retried_continuation(transcript)
-        if retried is not None:
-            return chats.follow_retried(retried, transcript, sid)
-        return None
 
 
