@@ -64,20 +64,28 @@ class ChatSocket:
     # -- connection lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
         await self.websocket.accept(subprotocol=self.subprotocol)
+        # The session opens and its history is read before anything is sent, so the identity
+        # (first: the agents client's `ready` waits for it) and the history go out together: a
+        # client that sends a message as soon as it is ready never has its message wiped by a
+        # history frame that was read before it. Turns running meanwhile are replayed to it by
+        # the stream resume below.
+        try:
+            await self.session.open()
+            history = await self.session.messages()
+        except Exception as exc:  # a plugin's configure_session failed: say so, then close
+            logger.exception("session %r could not be opened", self.session_id)
+            self.connection = self.hub.connect(self.session_id, self.websocket)
+            self.send(F.identity_frame(self.session_id))
+            self.send(F.error_frame(str(exc) or type(exc).__name__, "internal_error"))
+            await self.hub.disconnect(self.connection)
+            await self.websocket.close(code=1011)
+            return
         self.connection = self.hub.connect(self.session_id, self.websocket)
-        self.send(F.identity_frame(self.session_id))  # first: the agents client's `ready` waits for it
+        self.send(F.identity_frame(self.session_id))
         self.resume = StreamResume(self.hub, self.session, self.connection)
         try:
-            try:
-                await self.session.open()
-            except Exception as exc:  # a plugin's configure_session failed: say so, then close
-                logger.exception("session %r could not be opened", self.session_id)
-                self.send(F.error_frame(str(exc) or type(exc).__name__, "internal_error"))
-                await self.hub.disconnect(self.connection)
-                await self.websocket.close(code=1011)
-                return
             self.resume.hold_running()
-            self.send(F.messages_frame(await self.session.messages()))
+            self.send(F.messages_frame(history))
             while True:
                 message = await self.websocket.receive()
                 if message["type"] == "websocket.disconnect":
