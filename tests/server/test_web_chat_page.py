@@ -4,6 +4,7 @@ system's ``chromium``). Screenshots go to ``test-artifacts/`` for a human to loo
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 from pathlib import Path
@@ -88,7 +89,16 @@ async def test_on_a_phone_the_input_and_the_conversation_use_the_width_and_the_t
 
         await say(page, "hello from a phone")
         await wait_for_text(page, "A reply long enough")
-        reply = await page.locator('.msg[data-role="assistant"]').bounding_box()
+        # The page draws the stored transcript again when the turn ends: measure the reply once
+        # it is drawn for good (visible, its whole text in it).
+        reply_element = page.locator('.msg[data-role="assistant"]', has_text="words words")
+        await reply_element.wait_for(state="visible", timeout=15_000)
+        reply = None
+        for _ in range(300):  # at most ~15 s: a re-render may detach it for a moment
+            reply = await reply_element.bounding_box()
+            if reply is not None:
+                break
+            await asyncio.sleep(0.05)
         assert reply is not None and reply["width"] >= 0.85 * PHONE["width"]
         # No sideways scrolling.
         assert await page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
