@@ -42,6 +42,18 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+async def final_submissions(http: httpx.AsyncClient, session: str, what: str) -> list[dict[str, Any]]:
+    """The session's submissions once none is pending or running (a restarted server resumes them)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while True:
+        rows: list[dict[str, Any]] = (await http.get(f"/api/sessions/{session}/submissions")).json()["submissions"]
+        if all(r["status"] not in ("pending", "running") for r in rows):
+            return rows
+        assert loop.time() < deadline, f"{what} was not resumed: {rows}"
+        await asyncio.sleep(0.2)
+
+
 async def start_http_chat(base: str) -> asyncio.Task[Any]:
     """Post a chat; return once its answer has begun to stream, with the task still reading it."""
     body = {"id": "crash", "messages": [user("Who are you?", "u1")], "trigger": "submit-message"}
@@ -87,14 +99,7 @@ async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(db: str, 
 
     async with think_serve(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
         await wait_until_healthy(http, timeout=DEADLINE)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DEADLINE
-        while True:
-            [row] = (await http.get("/api/sessions/crash/submissions")).json()["submissions"]
-            if row["status"] not in ("pending", "running"):
-                break
-            assert loop.time() < deadline, f"the interrupted chat was not resumed: {row}"
-            await asyncio.sleep(0.2)
+        [row] = await final_submissions(http, "crash", "the interrupted chat")
         messages = (await http.get("/api/sessions/crash/messages")).json()["messages"]
 
     assert row["status"] == "completed" and row["idempotency_key"] == "u1"
@@ -148,14 +153,7 @@ async def test_an_approved_call_cut_off_by_sigkill_is_not_sent_twice_and_its_con
         async with invoice_server(db, llm, ledger, hang=False) as (_, base):
             async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
                 await wait_until_healthy(http, timeout=DEADLINE)
-                loop = asyncio.get_running_loop()
-                deadline = loop.time() + DEADLINE
-                while True:
-                    rows = (await http.get("/api/sessions/inv/submissions")).json()["submissions"]
-                    if all(r["status"] not in ("pending", "running") for r in rows):
-                        break
-                    assert loop.time() < deadline, f"the continuation was not resumed: {rows}"
-                    await asyncio.sleep(0.2)
+                rows = await final_submissions(http, "inv", "the continuation")
                 messages = (await http.get("/api/sessions/inv/messages")).json()["messages"]
 
     assert len(ledger.read_text().splitlines()) == 1  # sent once: never again after the restart
@@ -196,14 +194,7 @@ async def test_a_regeneration_cut_off_by_sigkill_replaces_the_answer_once_after_
 
     async with think_serve(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
         await wait_until_healthy(http, timeout=DEADLINE)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DEADLINE
-        while True:
-            rows = (await http.get("/api/sessions/regen/submissions")).json()["submissions"]
-            if all(r["status"] not in ("pending", "running") for r in rows):
-                break
-            assert loop.time() < deadline, f"the regeneration was not resumed: {rows}"
-            await asyncio.sleep(0.2)
+        rows = await final_submissions(http, "regen", "the regeneration")
         messages = (await http.get("/api/sessions/regen/messages")).json()["messages"]
 
     assert [(r["idempotency_key"], r["status"]) for r in rows] == [("u1", "completed"), (f"regenerate:{old['id']}", "completed")]
