@@ -261,18 +261,7 @@ class ChatSubmissions:
         metadata = {TRIGGER_KEY: CONTINUE_TRIGGER, ANSWERS_KEY: [a.as_dict() for a in continuation.answers]}
         transcript.continuation = True
         transcript.answered = [continuation.answered_message()]
-        queue = self._queue.listen(sid)  # before the row exists: the drain may start at once
-        try:
-            row = await self._queue.submit(
-                [client_copy], submission_id=sid, idempotency_key=continuation.key, metadata=metadata
-            )
-        except BaseException:
-            self._queue.unlisten(sid, queue)
-            raise
-        if row.submission_id != sid:  # the same answers, accepted before: follow that one
-            self._queue.unlisten(sid, queue)
-            queue = self._queue.listen(row.submission_id)
-        async for chunk in self._follow(row, sid, queue):
+        async for chunk in self._accept_and_follow([client_copy], sid, continuation.key, metadata):
             yield chunk
 
     async def stream_rewrite(
@@ -283,13 +272,21 @@ class ChatSubmissions:
             TRIGGER_KEY: trigger, REPLACING_KEY: rewrite.replacing_from, **({BODY_KEY: body} if body is not None else {})
         }
         transcript.appended = [rewrite.message] if rewrite.edit else []
-        queue = self._queue.listen(sid)
+        async for chunk in self._accept_and_follow([rewrite.message], sid, rewrite.key, metadata):
+            yield chunk
+
+    async def _accept_and_follow(
+        self, messages: list[UIMessage], sid: str, key: str, metadata: dict[str, Any]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Accept a submission keyed ``key`` and follow its turn, or the one the same key was
+        accepted as before."""
+        queue = self._queue.listen(sid)  # before the row exists: the drain may start at once
         try:
-            row = await self._queue.submit([rewrite.message], submission_id=sid, idempotency_key=rewrite.key, metadata=metadata)
+            row = await self._queue.submit(messages, submission_id=sid, idempotency_key=key, metadata=metadata)
         except BaseException:
             self._queue.unlisten(sid, queue)
             raise
-        if row.submission_id != sid:
+        if row.submission_id != sid:  # accepted before: follow that one
             self._queue.unlisten(sid, queue)
             queue = self._queue.listen(row.submission_id)
         async for chunk in self._follow(row, sid, queue):
