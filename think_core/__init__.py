@@ -5,6 +5,7 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, block
 
 from .agent import Think
 from .errors import (
+    ClientRequestRefused,
     ConfigurationError,
     HookTimeout,
     NestedTurnError,
@@ -63,6 +64,7 @@ from .types import (
 )
 
 __all__ = [
+    "ClientRequestRefused",
     "PROJECT",
     "AnthropicModel",
     "GeminiModel",

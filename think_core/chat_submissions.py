@@ -26,7 +26,7 @@ import hashlib
 import json
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .messages import is_tool_part
 from .store import Submission
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatSubmissions",
+    "TranscriptGuard",
     "DurableChat",
     "DurableContinuation",
     "DurableRewrite",
@@ -189,13 +190,21 @@ def _settled_call_ids(message: UIMessage) -> set[str]:
     }
 
 
+class TranscriptGuard(Protocol):
+    """Refuses (raises :class:`~think_core.errors.ClientRequestRefused`) a client's transcript
+    that asks for what only the server may do, given the stored history."""
+
+    async def __call__(self, stored: Sequence[UIMessage], transcript: ClientTranscript) -> None: ...
+
+
 class ChatSubmissions:
     """The chats of one session that run as its durable submissions."""
 
-    def __init__(self, session_id: str, db: AsyncStore, queue: SubmissionQueue) -> None:
+    def __init__(self, session_id: str, db: AsyncStore, queue: SubmissionQueue, guard: TranscriptGuard) -> None:
         self._session_id = session_id
         self._db = db
         self._queue = queue
+        self._guard = guard
 
     async def source(
         self, transcript: ClientTranscript, body: dict[str, Any] | None, trigger: Trigger, sid: str
@@ -207,6 +216,8 @@ class ChatSubmissions:
         if repeated is not None:
             return self.follow_accepted(repeated, sid)
         stored = await self._db.list_messages(self._session_id)
+        # Refused before anything is stored: what only the server may write (client_authority).
+        await self._guard(stored, transcript)
         chat = durable_chat(stored, transcript)
         if chat is not None:
             return self.stream(chat, transcript, body, trigger, sid)
@@ -226,7 +237,8 @@ class ChatSubmissions:
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Accept ``chat`` as a submission and follow its turn. The same message sent again
         waits for the turn it was accepted for and gets its answer replayed, as does a turn
-        that another process ran. Closing the stream before the end cancels the turn."""
+        that another process ran. Closing the stream before the end cancels the turn, unless
+        the transcript says otherwise (``stop_on_close``: an HTTP client that went away)."""
         queue = self._queue.listen(sid)
         row: Submission | None = None
         try:
@@ -247,7 +259,7 @@ class ChatSubmissions:
                 yield chunk
         finally:
             self._queue.unlisten(sid, queue)
-            if row is not None and row.status in ("pending", "running"):
+            if transcript.stop_on_close and row is not None and row.status in ("pending", "running"):
                 # Closed before its end (a client stopped the stream): stop the turn, as for every stream.
                 # Shielded: the server closes a stream its client left from a cancelled scope, where
                 # every await is cancelled at once; the cancel must still happen.
@@ -261,7 +273,7 @@ class ChatSubmissions:
         metadata = {TRIGGER_KEY: CONTINUE_TRIGGER, ANSWERS_KEY: [a.as_dict() for a in continuation.answers]}
         transcript.continuation = True
         transcript.answered = [continuation.answered_message()]
-        async for chunk in self._accept_and_follow([client_copy], sid, continuation.key, metadata):
+        async for chunk in self._accept_and_follow([client_copy], sid, continuation.key, metadata, transcript.stop_on_close):
             yield chunk
 
     async def stream_rewrite(
@@ -272,11 +284,11 @@ class ChatSubmissions:
             TRIGGER_KEY: trigger, REPLACING_KEY: rewrite.replacing_from, **({BODY_KEY: body} if body is not None else {})
         }
         transcript.appended = [rewrite.message] if rewrite.edit else []
-        async for chunk in self._accept_and_follow([rewrite.message], sid, rewrite.key, metadata):
+        async for chunk in self._accept_and_follow([rewrite.message], sid, rewrite.key, metadata, transcript.stop_on_close):
             yield chunk
 
     async def _accept_and_follow(
-        self, messages: list[UIMessage], sid: str, key: str, metadata: dict[str, Any]
+        self, messages: list[UIMessage], sid: str, key: str, metadata: dict[str, Any], stop_on_close: bool
     ) -> AsyncGenerator[dict[str, Any], None]:
         """Accept a submission keyed ``key`` and follow its turn, or the one the same key was
         accepted as before."""
@@ -289,7 +301,7 @@ class ChatSubmissions:
         if row.submission_id != sid:  # accepted before: follow that one
             self._queue.unlisten(sid, queue)
             queue = self._queue.listen(row.submission_id)
-        async for chunk in self._follow(row, sid, queue):
+        async for chunk in self._follow(row, sid, queue, stop_on_close=stop_on_close):
             yield chunk
 
     async def retried_rewrite(self, transcript: ClientTranscript) -> Submission | None:
@@ -337,10 +349,11 @@ class ChatSubmissions:
             yield chunk
 
     async def _follow(
-        self, row: Submission, sid: str, queue: asyncio.Queue[Any]
+        self, row: Submission, sid: str, queue: asyncio.Queue[Any], *, stop_on_close: bool = True
     ) -> AsyncGenerator[dict[str, Any], None]:
         """The chunks of ``row``'s turn while it runs here (``queue`` listens to it), else its
-        stored answer replayed. Closing the stream of the request that accepted it cancels it."""
+        stored answer replayed. Closing the stream of the request that accepted it cancels it
+        when ``stop_on_close``."""
         mine = row.submission_id == sid
         try:
             streamed = False
@@ -356,7 +369,7 @@ class ChatSubmissions:
                 yield chunk
         finally:
             self._queue.unlisten(row.submission_id, queue)
-            if mine and row.status in ("pending", "running"):
+            if mine and stop_on_close and row.status in ("pending", "running"):
                 # Shielded, as for a chat: the server closes a stream from a cancelled scope.
                 await asyncio.shield(self._queue.cancel(row.submission_id))
 

@@ -12,6 +12,7 @@ The hierarchy::
         │   └── HookTimeout               ... by running past its time limit (also a TimeoutError)
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
+        ├── ClientRequestRefused          a chat client asked for what only the server may do (also a ValueError)
         └── UnknownSubmission             no durable submission has that id (also a KeyError)
 
 The ``KeyError`` / ``TypeError`` bases keep ``except KeyError`` / ``except TypeError`` written
@@ -158,6 +159,13 @@ class UnknownToolCall(ThinkError, KeyError):
 
     def __str__(self) -> str:  # KeyError's own __str__ would quote the message as a repr
         return str(self.args[0])
+
+
+class ClientRequestRefused(ThinkError, ValueError):
+    """A chat client's request asks for something only the server may do: write an assistant
+    message, name a tool call no model step made, answer a call that is not waiting for it,
+    regenerate a message that is not in the chat. Nothing of the request was stored; the server
+    answers it with a 400 or an error frame carrying this message."""
 
 
 class UnknownSubmission(ThinkError, KeyError):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
 from .chat_submissions import ChatSubmissions
+from .client_authority import check_answers, check_transcript
 from .compaction import CompactionResult, TokenCounter
 from .messages import MessageInput, coerce_messages, new_id, served
 from .recovery import TurnMemory, TurnRecovery
@@ -27,7 +28,7 @@ from .store import Submission
 from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
-from .transcript import replace_history
+from .transcript import replace_history, settled_answers
 from .turn import TurnDeps
 from .turn_request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
@@ -41,6 +42,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger("think.session")
 
 MessagesOrFunction = MessageInput | Callable[[list[UIMessage]], Any]
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Retrieve the outcome of a turn nobody awaits any more (its failure was stored)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class Session:
@@ -74,7 +81,8 @@ class Session:
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
         )
-        self._chats = ChatSubmissions(session_id, self._db, self._submissions)
+        self._chats = ChatSubmissions(session_id, self._db, self._submissions, self._check_client_transcript)
+        self._tools = deps.tools
         self._background: set[asyncio.Task[Any]] = set()
 
     @property
@@ -153,12 +161,15 @@ class Session:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
         return await self._db.history(self.id)
 
-    async def replace_messages(self, messages: MessageInput) -> list[UIMessage]:
-        """Make the history equal ``messages`` (a chat client's ``setMessages``), after the turns
-        queued before; returns the stored history."""
+    async def replace_messages(self, messages: MessageInput, *, from_client: bool = False) -> list[UIMessage]:
+        """Make the history equal ``messages``, after the turns queued before; returns the stored
+        history. ``from_client``: the whole transcript of a chat client (its ``setMessages``),
+        which may keep, trim, clear and edit its user messages but not write the assistant's:
+        anything else raises :class:`~think_core.errors.ClientRequestRefused` and changes nothing
+        (see :mod:`think_core.client_authority`)."""
         self._assert_not_nested("replace_messages")
         async with self._runner.lock:
-            await replace_history(self._db, self.id, coerce_messages(messages))
+            await replace_history(self._db, self.id, coerce_messages(messages), from_client=from_client)
             return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
@@ -228,13 +239,23 @@ class Session:
             async for chunk in chunks:
                 yield chunk
 
-    async def stream_request(self, request: TurnRequest) -> AsyncGenerator[dict[str, Any], None]:
-        """Run ``request`` in a task of its own and yield its chunks (used by the server too)."""
+    async def stream_request(
+        self, request: TurnRequest, *, stop_on_close: bool = True
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Run ``request`` in a task of its own and yield its chunks (used by the server too).
+        Closing the stream before the end cancels the turn; with ``stop_on_close=False`` the
+        turn runs on to its end and is stored (nobody follows it here any more)."""
         self._assert_not_nested(request.trigger)
         request.request_id = request.request_id or new_id("req")
         queue: asyncio.Queue = asyncio.Queue()
         done = object()
-        request.emit = queue.put_nowait
+        followed = True
+
+        def emit(chunk: dict[str, Any]) -> None:
+            if followed:
+                queue.put_nowait(chunk)
+
+        request.emit = emit
         task = asyncio.create_task(self._runner.run(request))
         task.add_done_callback(lambda _: queue.put_nowait(done))
         try:
@@ -245,7 +266,12 @@ class Session:
                 yield item
             await task
         finally:
-            if not task.done():
+            if not task.done() and not stop_on_close:
+                followed = False
+                self._background.add(task)  # aclose() still cancels it
+                task.add_done_callback(self._background.discard)
+                task.add_done_callback(_retrieve)
+            elif not task.done():
                 self.cancel(request.request_id)
                 await asyncio.wait([task])
             if task.done() and not task.cancelled():
@@ -401,6 +427,23 @@ class Session:
         await self.open()
         return await self._runner.recovery.report_unparsed(error, request_id or new_id("req"), body)
 
+    async def stop(self) -> list[str]:
+        """Stop the answer being written now — a chat client's stop button: its turn is
+        cancelled and its partial answer stored, marked ``metadata["stopped"]``. With no turn
+        streaming yet, the first chat still waiting for its turn is stopped instead. Chats
+        queued behind it still run. Returns the ids of the turns (submissions) stopped."""
+        live = await self.streams.find()
+        if live is not None and live.streaming:
+            target: str | None = live.stream_id
+        else:
+            unfinished = [r for r in await self._db.list_submissions(self.id) if r.status in ("pending", "running")]
+            target = unfinished[0].submission_id if unfinished else None
+        if target is None:
+            return []
+        if self.cancel(target) or await self._submissions.cancel(target):
+            return [target]
+        return []
+
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
         return self._runner.cancel(request_id)
@@ -427,6 +470,17 @@ class Session:
             return await self._recovery.compact("manual", token_counter)
 
     # -- chat clients -----------------------------------------------------------------------------
+    async def _check_client_transcript(self, stored: Sequence[UIMessage], transcript: ClientTranscript) -> None:
+        """Refuse what a chat client may not ask for (see :mod:`think_core.client_authority`)."""
+        live = await self.streams.find()
+        start = live.chunks[0] if live is not None and live.streaming and live.chunks else {}
+        in_flight = {start["messageId"]} if isinstance(start.get("messageId"), str) else set()
+        check_transcript(
+            stored, transcript.messages, trigger=transcript.trigger, message_id=transcript.message_id, in_flight=in_flight
+        )
+        answers = [*transcript.answers, *settled_answers(stored, transcript.messages)]
+        check_answers(stored, answers, {name for name, tool in self._tools.items() if not tool.is_client})
+
     async def stream_transcript(
         self,
         transcript: ClientTranscript,
@@ -450,7 +504,7 @@ class Session:
         if source is None:
             request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
             request.should_apply = lambda: transcript.apply(self._db, self.id, request)
-            source = self.stream_request(request)
+            source = self.stream_request(request, stop_on_close=transcript.stop_on_close)
         async with aclosing(source) as chunks:
             async for chunk in chunks:
                 yield chunk

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .client_authority import check_replacement
 from .messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
 from .tool_results import ToolAnswer, apply_answer
 from .types import Trigger, UIMessage
@@ -148,14 +149,10 @@ def reconcile(
     cut = superseded(stored, incoming, trigger, message_id)
     gone = set(cut)
     kept = [m for m in stored if m.id not in gone]
-    # An assistant message with nothing in it (the AI SDK keeps one for a turn that failed
-    # before any output) is the client's placeholder, not an answer: it is not stored.
-    append = [m for m in new_messages(kept, incoming) if m.role != "assistant" or _has_content(m)]
+    # Only the client's user messages are stored: its copy of an assistant message is never an
+    # answer (the server writes those; see ``client_authority``, which refused the rest).
+    append = [m for m in new_messages(kept, incoming) if m.role == "user"]
     return Reconciliation(cut, append, list(answers))
-
-
-def _has_content(message: UIMessage) -> bool:
-    return any(p.get("type") != "step-start" for p in message.parts)
 
 
 def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> UIMessage | None:
@@ -176,13 +173,21 @@ def replacement(stored: Sequence[UIMessage], incoming: Sequence[UIMessage]) -> t
     return [m.id for m in stored[same:]], list(incoming[same:])
 
 
-async def replace_history(db: HistoryStore, session_id: str, messages: Sequence[UIMessage]) -> None:
-    """Make the stored history equal a client's whole transcript (its ``setMessages``). The
-    caller holds the session's turn lock."""
+async def replace_history(
+    db: HistoryStore, session_id: str, messages: Sequence[UIMessage], *, from_client: bool = False
+) -> None:
+    """Make the stored history equal ``messages``. The caller holds the session's turn lock.
+
+    ``from_client``: a chat client's whole transcript (its ``setMessages``), which may keep,
+    trim, edit its user messages and add new ones, but not write the assistant's (see
+    :func:`~think_core.client_authority.check_replacement`)."""
     ids = [m.id for m in messages]
     if len(set(ids)) != len(ids):
         raise ValueError("the transcript holds the same message id twice")
-    cut, append = replacement(await db.list_messages(session_id), messages)
+    stored = await db.list_messages(session_id)
+    if from_client:
+        messages = check_replacement(stored, messages)
+    cut, append = replacement(stored, messages)
     if cut:
         await db.delete_messages(session_id, cut)
     if append:
@@ -225,6 +230,9 @@ class ClientTranscript:
     message_id: str | None = None
     answers: list[ToolAnswer] = field(default_factory=list)
     auto_continue: bool = True
+    #: Whether closing the stream of this request stops its turn (a WebSocket's cancel frame and
+    #: ``session.stream()`` do; an HTTP response the client closed — a reload — does not).
+    stop_on_close: bool = True
     continuation: bool = False
     appended: list[UIMessage] = field(default_factory=list)
     answered: list[UIMessage] = field(default_factory=list)

@@ -35,6 +35,8 @@ class AssistantMessageBuilder:
         #: Why the turn failed; stored as the message's ``metadata["error"]`` (see the runner
         #: for a failure before any output).
         self.error_text: str | None = None
+        #: Whether the turn was stopped (cancelled); stored as ``metadata["stopped"]``.
+        self.stopped = False
 
     @classmethod
     def resume(cls, message: UIMessage, emit: Emit = None) -> AssistantMessageBuilder:
@@ -91,6 +93,7 @@ class AssistantMessageBuilder:
     def reset(self) -> None:
         """Discard everything built so far (the turn is being re-run)."""
         self._close_block()
+        self.stopped = False
         self.parts = []
         self._tool_parts = {}
         self.error_text = None
@@ -100,6 +103,7 @@ class AssistantMessageBuilder:
         (streamed, or running) gets an error result instead of looking like one still waiting;
         a call whose input was still streaming is dropped (it never was a call)."""
         self._close_block()
+        self.stopped = True
         self.drop_unfinished_tool_inputs()
         for call_id, part in self._tool_parts.items():
             if part.get("state") == "input-available":
@@ -248,6 +252,8 @@ class AssistantMessageBuilder:
             parts.append(dict(part))
         if self.error_text is not None:
             metadata = {**(metadata or {}), "error": self.error_text}
+        if self.stopped:
+            metadata = {**(metadata or {}), "stopped": True}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
 
 

@@ -24,8 +24,10 @@ def test_an_empty_assistant_placeholder_from_the_client_is_not_stored() -> None:
     placeholder = UIMessage(id="a1", role="assistant", parts=[{"type": "step-start"}])
     plan = reconcile([msg("u1")], [msg("u1"), placeholder, msg("u2")])
     assert [m.id for m in plan.append] == ["u2"]
+    # Nor is a client's assistant message with content: only the server writes the assistant's
+    # messages (the server refuses such a request before this; see test_client_authority).
     answered = UIMessage(id="a2", role="assistant", parts=[{"type": "step-start"}, {"type": "text", "text": "hi"}])
-    assert [m.id for m in reconcile([msg("u1")], [msg("u1"), answered, msg("u2")]).append] == ["a2", "u2"]
+    assert [m.id for m in reconcile([msg("u1")], [msg("u1"), answered, msg("u2")]).append] == ["u2"]
 
 
 def test_replacement_keeps_the_common_beginning_and_replaces_the_rest() -> None:

@@ -219,26 +219,83 @@ async def test_regenerate_replaces_the_last_assistant_message() -> None:
     assert [m["id"] for m in history] == ["u1", second[0]["messageId"]]
 
 
-async def test_client_disconnect_aborts_the_turn_and_keeps_the_partial_reply() -> None:
-    long_text = " ".join(f"w{i}" for i in range(500))
-    agent = make_agent(ScriptedModel([Step(text=long_text)], delay=0.02))
+LONG_TEXT = " ".join(f"w{i}" for i in range(150))
+
+
+async def read_deltas(http: httpx.AsyncClient, body: dict[str, Any], n: int) -> None:
+    """POST a chat and close the response after ``n`` text deltas (a reload, a closed tab)."""
+    async with http.stream("POST", "/api/chat", json=body) as response:
+        deltas = 0
+        async for line in response.aiter_lines():
+            if line.startswith("data: ") and '"text-delta"' in line:
+                deltas += 1
+                if deltas == n:
+                    break
+
+
+async def settled_history(agent: Think, session_id: str) -> list[Any]:
+    session = agent.session(session_id)
+    for _ in range(1500):  # 30 s
+        messages = await session.messages()
+        unfinished = await session.list_submissions(status="running") + await session.list_submissions(status="pending")
+        if len(messages) == 2 and not unfinished and not session.active_request_ids:
+            return messages
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"the turn of {session_id} did not end: {await session.messages()}")
+
+
+async def test_a_closed_response_is_not_a_stop_the_turn_runs_on_and_a_reload_resumes_it() -> None:
+    agent = make_agent(ScriptedModel([Step(text=LONG_TEXT)], delay=0.01))
     async with api(agent) as http:
-        async with http.stream("POST", "/api/chat", json=transport_body("c", [user("go", "u1")])) as response:
-            deltas = 0
+        await read_deltas(http, transport_body("c", [user("go", "u1")]), 3)
+        # The reloaded page (useChat({resume: true})) gets the running answer from its start.
+        async with http.stream("GET", "/api/chat/c/stream") as resumed:
+            assert resumed.status_code == 200
+            raw = "".join([line + "\n" async for line in resumed.aiter_lines()])
+        chunks = parse_sse(raw)
+        messages = await settled_history(agent, "c")
+        # Sending the same message again (a retry after the reload) replays it: no second answer.
+        _, again = await post_chat(http, transport_body("c", [user("go", "u1")]))
+        assert len(await agent.session("c").messages()) == 2
+    assert chunks[0]["type"] == "start" and text_of(chunks) == LONG_TEXT
+    assert messages[1].text == LONG_TEXT and text_of(again) == LONG_TEXT
+    assert not (messages[1].metadata or {}).get("stopped")
+    [row] = await agent.session("c").list_submissions()
+    assert row.status == "completed"
+
+
+async def test_the_stop_route_stops_the_turn_and_keeps_the_partial_answer_marked_stopped() -> None:
+    agent = make_agent(ScriptedModel([Step(text=LONG_TEXT)], delay=0.02))
+    async with api(agent) as http:
+        assert (await http.post("/api/chat/c/stop")).json() == {"id": "c", "stopped": []}  # nothing runs
+        body = transport_body("c", [user("go", "u1")])
+        async with http.stream("POST", "/api/chat", json=body) as response:
+            deltas, lines = 0, []
             async for line in response.aiter_lines():
+                lines.append(line)
                 if line.startswith("data: ") and '"text-delta"' in line:
                     deltas += 1
                     if deltas == 3:
-                        break
-        session = agent.session("c")
-        for _ in range(200):
-            messages = await session.messages()
-            if len(messages) == 2 and not session.active_request_ids:
-                break
-            await asyncio.sleep(0.02)
-    assert len(messages) == 2
+                        stopped = (await http.post("/api/chat/c/stop")).json()["stopped"]
+        messages = await settled_history(agent, "c")
+    assert len(stopped) == 1
+    events = [line for line in lines if line.startswith("data: ")]
+    assert events[-2:] == ['data: {"type":"abort"}', "data: [DONE]"], events[-3:]  # the stopped stream ends
     partial = messages[1].text
-    assert partial and long_text.startswith(partial) and len(partial) < len(long_text)
+    assert partial and LONG_TEXT.startswith(partial) and len(partial) < len(LONG_TEXT)
+    assert messages[1].metadata == {"stopped": True}
+    [row] = await agent.session("c").list_submissions()
+    assert (row.submission_id, row.status) == (stopped[0], "aborted")
+
+
+async def test_cancel_on_disconnect_stops_the_turn_when_its_response_is_closed() -> None:
+    agent = make_agent(ScriptedModel([Step(text=LONG_TEXT)], delay=0.02))
+    async with api(agent, cancel_on_disconnect=True) as http:
+        await read_deltas(http, transport_body("c", [user("go", "u1")]), 3)
+        messages = await settled_history(agent, "c")
+    partial = messages[1].text
+    assert partial and LONG_TEXT.startswith(partial) and len(partial) < len(LONG_TEXT)
+    assert (messages[1].metadata or {}).get("stopped") is True
 
 
 # -- request errors ---------------------------------------------------------------------------------

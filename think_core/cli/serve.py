@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a Host name accepted besides localhost, 127.0.0.1 and [::1] (*.example.com for subdomains); repeatable",
     )
     parser.add_argument("--no-timeline", action="store_true", help="do not send hook timeline frames to WebSocket clients")
+    parser.add_argument(
+        "--cancel-on-disconnect", action="store_true",
+        help="stop an HTTP chat's turn when its client closes the response (default: it runs on, and a reload resumes it)",
+    )
 
 
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "g": 1000**3, "gb": 1000**3, "gib": 1024**3}
@@ -89,6 +93,7 @@ async def run(args: argparse.Namespace) -> int:
                 allowed_origins=args.allow_origin or (),
                 allowed_hosts=args.allowed_host,
                 bind_host=args.host,
+                cancel_on_disconnect=args.cancel_on_disconnect,
             )
         except ValueError as exc:  # e.g. an --allow-origin that is not an origin
             print(f"think serve: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ Routes::
     GET  /healthz                            {"status": "ok"} (never needs the token)
     WS   /agents/think/{session_id}          cf_agent_* chat protocol (see ``ws`` / ``frames``)
     POST /api/chat                           AI SDK UI message stream (see ``http``)
+    POST /api/chat/{session_id}/stop         stop the answer being written (a stop button)
     GET  /api/chat/{session_id}/stream       the running turn's stream from its start, or 204 (resume)
     GET  /agents/think/{session_id}/get-messages  [UIMessage...] (Cloudflare's useAgentChat)
     GET  /api/sessions/{session_id}/messages     {"id", "messages": [UIMessage...]}
@@ -192,6 +193,7 @@ def create_app(
     allowed_hosts: Sequence[str] | None = None,
     bind_host: str | None = "127.0.0.1",
     recover: bool = True,
+    cancel_on_disconnect: bool = False,
 ) -> Starlette:
     """An ASGI app serving ``agent``.
 
@@ -212,13 +214,20 @@ def create_app(
         address (``"0.0.0.0"``) or ``None`` when serving beyond this machine.
     :param recover: at start-up, resume every session with unfinished durable submissions
         (server chats are durable submissions too): ``await agent.recover()``.
+    :param cancel_on_disconnect: stop an HTTP chat's turn when its client closes the response.
+        Off by default: a reload, a closed tab or a dropped connection is not a stop; the turn
+        runs to its end, is stored, and a reloaded page resumes it. Stopping is explicit:
+        ``POST /api/chat/{id}/stop`` (or the WebSocket's cancel frame).
     """
     token = api_token if api_token is not None else os.environ.get("THINK_API_TOKEN") or None
     hub = SessionHub()
     recorder = timeline_recorder(hub) if timeline else None
 
     async def chat(request: Request) -> Response:
-        return await http.chat(request, agent, hub, max_body_bytes)
+        return await http.chat(request, agent, hub, max_body_bytes, cancel_on_disconnect=cancel_on_disconnect)
+
+    async def stop(request: Request) -> Response:
+        return await http.stop_chat(agent, request.path_params["session_id"])
 
     async def messages(request: Request) -> Response:
         return await http.session_messages(agent, request.path_params["session_id"])
@@ -240,6 +249,7 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/api/chat", guarded(chat, token), methods=["POST"]),
             Route("/api/chat/{session_id}/stream", guarded(resume, token), methods=["GET"]),
+            Route("/api/chat/{session_id}/stop", guarded(stop, token), methods=["POST"]),
             # The socket's own auth: agents clients put the token in the URL they derive this from.
             Route("/agents/think/{session_id}/get-messages", guarded(agent_messages, token, allow_query=True), methods=["GET"]),
             Route("/api/sessions/{session_id}/messages", guarded(messages, token), methods=["GET"]),

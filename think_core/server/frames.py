@@ -174,6 +174,29 @@ def timeline_frame(stream_id: str, event: dict[str, Any]) -> dict[str, Any]:
 # -- parsing ------------------------------------------------------------------------------------
 
 
+#: How deeply a client's JSON may nest. AI SDK messages need a handful of levels; far deeper
+#: values only serve to exhaust the recursion of whatever walks them later (a 500 then).
+MAX_JSON_DEPTH = 64
+
+
+def check_depth(value: Any, what: str, *, request_id: str | None = None) -> None:
+    """Refuse ``value`` when its JSON nests deeper than :data:`MAX_JSON_DEPTH` (walked without
+    recursion, so the check itself cannot overflow)."""
+    level: list[Any] = [value]
+    depth = 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise ProtocolError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json", request_id=request_id)
+        level = [
+            child
+            for item in level
+            if isinstance(item, (dict, list))
+            for child in (item.values() if isinstance(item, dict) else item)
+            if isinstance(child, (dict, list))
+        ]
+
+
 def parse_frame(text: str) -> dict[str, Any]:
     """The frame object of ``text``; raises :class:`ProtocolError` unless it is a JSON object
     with a string ``type``."""
@@ -183,6 +206,7 @@ def parse_frame(text: str) -> dict[str, Any]:
         raise ProtocolError(f"frame is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame must be a JSON object", "invalid_frame")
+    check_depth(frame, "frame")
     if not isinstance(frame.get("type"), str):
         raise ProtocolError("frame has no string 'type'", "invalid_frame")
     return frame
@@ -263,5 +287,6 @@ def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
         raise ProtocolError(f"cf_agent_use_chat_request: 'init.body' is not valid JSON: {exc}", "invalid_json", request_id=request_id) from None
     if not isinstance(payload, dict):
         raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON object", request_id=request_id)
+    check_depth(payload, "cf_agent_use_chat_request: 'init.body'", request_id=request_id)
     transcript, body = split_chat_body(payload, request_id=request_id)
     return ChatRequest(request_id, transcript, body)

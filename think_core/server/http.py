@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agent import Think
-from ..errors import ThinkError
+from ..errors import ClientRequestRefused, ThinkError
 from ..messages import new_id
-from .frames import ProtocolError, dumps, error_body, split_chat_body
+from .frames import ProtocolError, check_depth, dumps, error_body, split_chat_body
 from .hub import SessionHub
 from .relay import TurnRelay
 
@@ -65,9 +65,14 @@ async def read_json(request: Request, max_bytes: int) -> Any:
         if len(data) > max_bytes:
             raise HTTPError(413, f"request body exceeds {max_bytes} bytes", "payload_too_large")
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except (ValueError, RecursionError) as exc:
         raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
+    try:
+        check_depth(value, "request body")
+    except ProtocolError as exc:
+        raise HTTPError(400, exc.message, exc.kind) from None
+    return value
 
 
 def sse(chunk: dict[str, Any]) -> str:
@@ -96,7 +101,9 @@ async def _report_unparsed(session: Any, exc: ProtocolError) -> str:
         return exc.message
 
 
-async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: int) -> Response:
+async def chat(
+    request: Request, agent: Think, hub: SessionHub, max_body_bytes: int, *, cancel_on_disconnect: bool = False
+) -> Response:
     require_json_content(request)
     payload = await read_json(request, max_body_bytes)
     if not isinstance(payload, dict):
@@ -110,6 +117,9 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
         transcript, turn_body = split_chat_body(payload, drop=("id",))
     except ProtocolError as exc:
         raise HTTPError(400, await _report_unparsed(session, exc), exc.kind) from None
+    # A closed response is a reload or a lost connection, not a stop (POST .../stop is): the
+    # accepted chat runs on, and the reloaded page resumes it.
+    transcript.stop_on_close = cancel_on_disconnect
     stream_id = new_id("req")
     # WebSocket clients of the session (the chat page) see HTTP turns too.
     relay = TurnRelay(hub, session_id, stream_id, transcript)
@@ -119,6 +129,9 @@ async def chat(request: Request, agent: Think, hub: SessionHub, max_body_bytes: 
         first = await chunks.__anext__()
     except StopAsyncIteration:  # nothing to run: the answers left a tool call waiting
         first = None
+    except ClientRequestRefused as exc:  # nothing was stored
+        await chunks.aclose()
+        raise HTTPError(400, str(exc), "invalid_request") from None
     except ThinkError as exc:  # e.g. a plugin failing to configure the session
         await chunks.aclose()
         raise HTTPError(500, str(exc), "internal_error") from None
@@ -183,6 +196,15 @@ async def resume_stream(agent: Think, session_id: str) -> Response:
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
+
+
+async def stop_chat(agent: Think, session_id: str) -> Response:
+    """``POST /api/chat/{id}/stop``: stop the answer being written (what a ``useChat`` stop
+    button calls besides ``stop()``, which only closes its own fetch). ``stopped`` lists the
+    turns stopped (empty when none was running)."""
+    check_session_id(session_id)
+    stopped = await agent.session(session_id).stop()
+    return JSONResponse({"id": session_id, "stopped": stopped})
 
 
 async def session_submissions(agent: Think, session_id: str, status: str | None, limit: str | None) -> Response:

@@ -17,7 +17,7 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from ..agent import Think
-from ..errors import UnknownToolCall
+from ..errors import ClientRequestRefused, UnknownToolCall
 from ..messages import new_id
 from ..transcript import ClientTranscript, ToolAnswer
 from . import frames as F
@@ -184,6 +184,11 @@ class ChatSocket:
             )
             async for chunk in chunks:
                 relay.chunk(chunk)
+        except ClientRequestRefused as exc:  # nothing was stored: the client is told why
+            if requested:
+                relay.failed(str(exc))
+            else:
+                self.send(F.error_frame(str(exc), "invalid_request"))
         except Exception as exc:
             text = str(exc) or type(exc).__name__
             if requested or relay.started:
@@ -232,7 +237,7 @@ class ChatSocket:
 
         async def replace() -> None:
             try:
-                stored = await self.session.replace_messages(messages)
+                stored = await self.session.replace_messages(messages, from_client=True)
             except Exception as exc:
                 self.send(F.error_frame(f"the transcript was not replaced: {exc}", "invalid_request", frame_type=F.CHAT_MESSAGES))
                 return
