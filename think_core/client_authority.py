@@ -84,7 +84,7 @@ def _check_copy(message: UIMessage, stored: UIMessage) -> None:
     stored message lacks (its text is ignored: the stored message is what counts)."""
     if stored.role != message.role:
         raise ClientRequestRefused(
-            f"message {message.id!r} is a {stored.role} message in this chat; a client cannot make it a {message.role} message"
+            f"message {message.id!r} is a {stored.role} message in this chat; a client cannot change its role to {message.role!r}"
         )
     if message.role == "user":
         _check_parts(message)

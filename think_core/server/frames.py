@@ -202,7 +202,9 @@ def parse_frame(text: str) -> dict[str, Any]:
     with a string ``type``."""
     try:
         frame = json.loads(text)
-    except (ValueError, RecursionError) as exc:  # RecursionError: absurdly deep nesting
+    except RecursionError:
+        raise ProtocolError(f"frame nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json") from None
+    except ValueError as exc:
         raise ProtocolError(f"frame is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame must be a JSON object", "invalid_frame")
@@ -283,7 +285,10 @@ def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
         raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON string", request_id=request_id)
     try:
         payload = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        what = "cf_agent_use_chat_request: 'init.body'"
+        raise ProtocolError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json", request_id=request_id) from None
+    except ValueError as exc:
         raise ProtocolError(f"cf_agent_use_chat_request: 'init.body' is not valid JSON: {exc}", "invalid_json", request_id=request_id) from None
     if not isinstance(payload, dict):
         raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON object", request_id=request_id)

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agent import Think
 from ..errors import ClientRequestRefused, ThinkError
 from ..messages import new_id
-from .frames import ProtocolError, check_depth, dumps, error_body, split_chat_body
+from .frames import MAX_JSON_DEPTH, ProtocolError, check_depth, dumps, error_body, split_chat_body
 from .hub import SessionHub
 from .relay import TurnRelay
 
@@ -66,7 +66,9 @@ async def read_json(request: Request, max_bytes: int) -> Any:
             raise HTTPError(413, f"request body exceeds {max_bytes} bytes", "payload_too_large")
     try:
         value = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        raise HTTPError(400, f"request body nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json") from None
+    except ValueError as exc:
         raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
     try:
         check_depth(value, "request body")
