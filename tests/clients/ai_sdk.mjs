@@ -23,6 +23,12 @@ function mountChat(id, messages = [], extra = {}) {
   );
 }
 
+// The README's stop button.
+async function stopTurn(hook, id) {
+  hook.result.current.stop();
+  await fetch(`${BASE}/api/chat/${encodeURIComponent(id)}/stop`, { method: "POST" });
+}
+
 const settled = (hook) => waitFor(() => hook.result.current.status === "ready" && hook.result.current, "status ready");
 
 await run({
@@ -74,20 +80,55 @@ await run({
     reloaded.unmount();
   },
 
-  async "stop keeps the partial answer, stored as aborted"() {
+  async "a page reloaded mid-answer (its fetch aborted) resumes, and the answer is whole and stored once"() {
+    const id = unique("reload-aborted");
+    // The first page's fetch is aborted mid-answer, as a reload, a closed tab or a lost connection do.
+    const connection = new AbortController();
+    const abortable = (url, init = {}) =>
+      fetch(url, { ...init, signal: init.signal ? AbortSignal.any([init.signal, connection.signal]) : connection.signal });
+    const first = mountChat(id, [], { transport: { fetch: abortable } });
+    await settled(first);
+    first.result.current.sendMessage({ text: "hello there" });
+    await waitFor(() => text(lastAssistant(first.result.current.messages)).split(" ").length > 8, "a few words");
+    connection.abort();
+    first.unmount();
+    // The reloaded page: the history, then `resume: true` follows the turn the server ran on with.
+    const reloaded = mountChat(id, await storedMessages(id));
+    const partial = await waitFor(() => {
+      const t = text(lastAssistant(reloaded.result.current.messages));
+      return t.length > 0 && reloaded.result.current.status === "streaming" && t;
+    }, "the resumed stream");
+    assert.ok(partial.startsWith("I "), partial);
+    const done = await settled(reloaded);
+    const full = text(lastAssistant(done.messages));
+    assert.ok(full.startsWith(INTRODUCTION_START) && full.endsWith("keep what was said."), full);
+    const stored = await waitFor(async () => {
+      const messages = await storedMessages(id);
+      return messages.length === 2 && messages;
+    }, "the answer stored");
+    assert.equal(text(stored[1]), full);
+    assert.equal(stored[1].metadata?.stopped, undefined);
+    reloaded.unmount();
+  },
+
+  async "the stop button as the README wires it stops the turn; the partial answer is stored, marked stopped"() {
     const id = unique("stop");
     const hook = mountChat(id);
     await settled(hook);
     hook.result.current.sendMessage({ text: "tell me about yourself" });
     await waitFor(() => text(lastAssistant(hook.result.current.messages)).startsWith("I am the offline demo"), "a few words");
-    await hook.result.current.stop();
+    // The README's stop button: useChat's stop() closes the fetch, the stop route stops the turn.
+    await stopTurn(hook, id);
     await settled(hook);
     const stored = await waitFor(async () => {
       const messages = await storedMessages(id);
-      return messages.length === 2 && messages;
+      return messages.length === 2 && messages[1].metadata?.stopped && messages;
     }, "the partial answer stored");
     assert.ok(text(stored[1]).startsWith("I am the offline demo"), JSON.stringify(stored));
     assert.ok(!text(stored[1]).endsWith("keep what was said."));
+    // It stays stopped: nothing more is written to it.
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(await storedMessages(id), stored);
     hook.unmount();
   },
 

@@ -122,7 +122,21 @@ def _start(db: Path, home: Path, port: int = 0) -> tuple[subprocess.Popen[str], 
     return process, base
 
 
+def _deltas(lines: Iterator[str], n: int) -> Iterator[str]:
+    """The first ``n`` text-delta events of an SSE stream."""
+    count = 0
+    for line in lines:
+        if '"text-delta"' in line:
+            count += 1
+            yield line
+            if count == n:
+                return
+    raise AssertionError(f"the stream ended after {count} of {n} text deltas")
+
+
 def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_path: Path) -> None:
+    """A chat whose page was reloaded mid-answer (its fetch closed) runs on, and one whose server
+    is then SIGKILLed is resumed by the restarted server: one whole answer, stored once."""
     missing = _unavailable()
     if missing is not None:
         if os.environ.get("CI") == "true":
@@ -134,13 +148,16 @@ def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_
     first, base = _start(db, home)
     try:
         body = {"id": "crash", "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hello"}]}]}
-        with httpx.Client(base_url=base, timeout=30) as http, http.stream("POST", "/api/chat", json=body) as posted:
-            deltas = 0
-            for line in posted.iter_lines():
-                deltas += '"text-delta"' in line
-                if deltas == 5:  # mid-answer: the server dies
-                    first.send_signal(signal.SIGKILL)
-                    break
+        with httpx.Client(base_url=base, timeout=30) as http:
+            with http.stream("POST", "/api/chat", json=body) as posted:
+                for _ in _deltas(posted.iter_lines(), 3):
+                    pass  # then the page is reloaded: its fetch is closed mid-answer
+            # The turn ran on without its client: the reloaded page follows it from the start.
+            with http.stream("GET", "/api/chat/crash/stream") as resumed:
+                assert resumed.status_code == 200
+                for _ in _deltas(resumed.iter_lines(), 8):
+                    pass
+                first.send_signal(signal.SIGKILL)  # mid-answer: the server dies
     finally:
         first.kill()
         first.wait()
