@@ -23,6 +23,7 @@ from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
 from .store.shared import SharedSessions
+from .takeover import Takeovers, drain
 from .tools import Tool
 from .turn import TurnDeps
 
@@ -69,10 +70,12 @@ class Think:
         ``before_tool_call`` blocks the call, an observer is logged and skipped.
     :param submission_lease: seconds a running durable submission stays claimed without a
         heartbeat; after that, a process that has the session open recovers it (its owner
-        died). An owner that was a process on this host is recovered at once when it is gone.
+        died), and so does one that recovers (:meth:`recover`) whether it has it open or not.
+        An owner that was a process on this host is recovered at once when it is gone.
     :param recover_on_start: resume every session with unfinished durable submissions
         (:meth:`recover`) as soon as the agent runs (``async with``, or the first session opened).
-    :param recovery_concurrency: sessions :meth:`recover` drains at once.
+    :param recovery_concurrency: sessions :meth:`recover` drains at once, and sessions this
+        process takes over at once from owners that died later (fewer while it runs turns).
     """
 
     def __init__(
@@ -146,6 +149,7 @@ class Think:
         self._recover_pending = recover_on_start
         self._recovery: asyncio.Task[None] | None = None
         self._recovery_start: asyncio.Task[list[str]] | None = None
+        self._takeovers = Takeovers(self.session, limit=recovery_concurrency, busy=self._running_turns)
         self._watch = OrphanWatch(
             self.db,
             lease=submission_lease,
@@ -192,12 +196,17 @@ class Think:
         if session is not None:
             session.resume_submissions()
 
+    def _running_turns(self) -> int:
+        return sum(len(session.active_request_ids) for session in list(self._sessions.values()))
+
     async def recover(self) -> list[str]:
         """Resume every session that has pending or orphaned durable submissions, in the
         background, ``recovery_concurrency`` sessions at a time; returns their ids. A
         submission another live process runs is left to it (its session waits for it, and
-        takes it over if that process dies). ``think serve`` calls this at start-up."""
-        self._watch.start()
+        takes it over if that process dies). From then on, submissions that owners dying
+        later leave behind are taken over too, in every session of the store, open here or
+        not (:mod:`think_core.takeover`). ``think serve`` calls this at start-up."""
+        self._watch.sweep(self._takeovers)
         session_ids = await self.db.pending_session_ids()
         if session_ids:
             previous = self._recovery
@@ -211,17 +220,11 @@ class Think:
             await asyncio.gather(previous, return_exceptions=True)
         slots = asyncio.Semaphore(self.recovery_concurrency)
 
-        async def drain(session_id: str) -> None:
+        async def drain_one(session_id: str) -> None:
             async with slots:
-                session = self.session(session_id)
-                try:
-                    await session.open()
-                    session.resume_submissions()
-                    await session.submissions_drained()
-                except Exception:  # one session that cannot open must not stop the others
-                    logger.exception("recovering the submissions of session %r failed", session_id)
+                await drain(session_id, self.session)
 
-        await asyncio.gather(*(drain(sid) for sid in session_ids))
+        await asyncio.gather(*(drain_one(sid) for sid in session_ids))
 
     def listen_streams(self, callback: Callable[[str, str], None]) -> Callable[[], None] | None:
         """Call ``callback(session_id, stream_id)`` (on a listener thread) for every turn that
@@ -261,6 +264,7 @@ class Think:
         ``async def aclose(self)`` or ``def close(self)``: the analytics HTTP sink flushes
         there), then close the store."""
         await self._watch.aclose()
+        await self._takeovers.aclose()
         for task in (self._recovery_start, self._recovery):
             if task is not None:
                 task.cancel()

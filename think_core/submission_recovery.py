@@ -14,16 +14,19 @@ still the one seen, requeue, mark applied); these decisions are the same for all
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
-from typing import Literal
+from typing import Literal, Protocol
 
 from .process_identity import ProcessIdentity, process_is_gone, this_process
 from .store import Store, Submission, SubmissionOwner
 
 __all__ = [
     "REPLACING_KEY",
+    "HeldRow",
     "RecoveryAction",
+    "describe_takeover",
     "is_orphaned",
     "lease_expiry",
     "owner_is_gone",
@@ -33,6 +36,28 @@ __all__ = [
 ]
 
 RecoveryAction = Literal["requeue", "mark_applied_and_answer", "answer"]
+
+logger = logging.getLogger("think.submissions")
+
+
+class HeldRow(Protocol):
+    """What deciding whether a row is orphaned reads: a :class:`~think_core.store.Submission`,
+    or an :class:`~think_core.store.UnfinishedSubmission` of a sweep over every session."""
+
+    @property
+    def submission_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def started_at(self) -> float | None: ...
+    @property
+    def owner(self) -> SubmissionOwner | None: ...
+    @property
+    def heartbeat_at(self) -> float | None: ...
+    @property
+    def lease_expires_at(self) -> float | None: ...
 
 #: A submission's ``metadata`` key: the stored message it replaces with everything after it (an
 #: edit, a regeneration), deleted in the transaction that applies its messages.
@@ -58,7 +83,7 @@ def owner_is_gone(owner: SubmissionOwner | None, here: ProcessIdentity | None = 
     return process_is_gone(ProcessIdentity(owner.host, owner.pid, owner.started, owner.namespace), here)
 
 
-def lease_expiry(row: Submission, default_lease: float) -> float:
+def lease_expiry(row: HeldRow, default_lease: float) -> float:
     """When a running row's lease expires: the owner's own lease, or ``default_lease`` after
     its last sign of life when it recorded none."""
     if row.lease_expires_at is not None:
@@ -67,7 +92,7 @@ def lease_expiry(row: Submission, default_lease: float) -> float:
 
 
 def is_orphaned(
-    row: Submission, me: SubmissionOwner, *, default_lease: float, now: float, here: ProcessIdentity | None = None
+    row: HeldRow, me: SubmissionOwner, *, default_lease: float, now: float, here: ProcessIdentity | None = None
 ) -> bool:
     """Whether a ``running`` row held by another owner may be taken over now."""
     if row.status != "running" or (row.owner is not None and row.owner.id == me.id):
@@ -90,8 +115,25 @@ def recover_orphaned_submissions(store: Store, session_id: str, *, lease: float)
             if_heartbeat_at=row.heartbeat_at, lease=lease,
         )
         if taken is not None:
+            logger.info("%s", describe_takeover(taken, default_lease=lease, now=now, here=here))
             retaken.append(taken)
     return _decide(store, session_id, retaken)
+
+
+def describe_takeover(row: HeldRow, *, default_lease: float, now: float, here: ProcessIdentity | None = None) -> str:
+    """One line for the log: which submission was taken over, from whom, and how late."""
+    owner = row.owner
+    who = "an owner that recorded nothing" if owner is None else (
+        f"{owner.host or '?'} pid {owner.pid if owner.pid is not None else '?'} (store {owner.id[:8]})"
+    )
+    last_seen = row.heartbeat_at or row.started_at
+    silent = f"{now - last_seen:.1f} s after its last heartbeat" if last_seen is not None else "never heartbeaten"
+    late = now - lease_expiry(row, default_lease)
+    if late >= 0:
+        why = f"its lease expired {late:.1f} s ago"
+    else:
+        why = f"its process is gone, {-late:.1f} s before its lease would have expired" if owner_is_gone(owner, here) else "orphaned"
+    return f"took over submission {row.submission_id} of session {row.session_id} from {who}: {why}, {silent}"
 
 
 def recover_submissions(store: Store, session_id: str, *, stale_after: float | None = None) -> list[Submission]:

@@ -114,6 +114,26 @@ def test_running_submissions_and_sessions_with_unfinished_ones(store: Store) -> 
     assert store.pending_session_ids() == ["s1", "s2"]
 
 
+def test_unfinished_submissions_of_every_session_say_who_holds_them_without_their_messages(store: Store) -> None:
+    assert store.unfinished_submissions() == []
+    store.create_submission("s1", [msg("q1")], submission_id="a")
+    store.create_submission("s2", [msg("q2")], submission_id="b")
+    store.create_submission("s2", [msg("q3")], submission_id="c")
+    store.create_submission("s3", [msg("q4")], submission_id="d")
+    store.claim_next_submission("s2", lease=30.0)
+    store.finish_submission("s3", "d", "aborted")
+    rows = store.unfinished_submissions()
+    assert [(r.session_id, r.submission_id, r.status) for r in rows] == [
+        ("s1", "a", "pending"), ("s2", "b", "running"), ("s2", "c", "pending")
+    ]  # acceptance order, the finished one left out
+    running = store.get_submission("s2", "b")
+    assert running is not None
+    held = rows[1]
+    assert held.owner == store.submission_owner() and held.lease_expires_at == running.lease_expires_at
+    assert (held.heartbeat_at, held.started_at, held.created_at) == (running.heartbeat_at, running.started_at, running.created_at)
+    assert rows[0].owner is None and rows[0].lease_expires_at is None
+
+
 def test_a_takeover_without_a_lease_does_not_inherit_the_previous_owners(store_factory: StoreFactory) -> None:
     with store_factory() as first, store_factory() as second:
         first.create_submission(S, [msg("q")], submission_id="a")

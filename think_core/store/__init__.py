@@ -16,6 +16,7 @@ from .base import (
     Submission,
     SubmissionOwner,
     SubmissionStatus,
+    UnfinishedSubmission,
 )
 from .sqlite import SCHEMA_VERSION, SQLiteStore
 
@@ -37,6 +38,7 @@ __all__ = [
     "Submission",
     "SubmissionOwner",
     "SubmissionStatus",
+    "UnfinishedSubmission",
     "open_store",
 ]
 

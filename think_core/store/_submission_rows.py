@@ -17,12 +17,16 @@ from ..errors import UnknownSubmission
 from ..types import UIMessage
 from ._journal_rows import SubmissionJournal
 from ._rows import dumps
-from .base import TERMINAL_SUBMISSION_STATUSES, Submission, SubmissionOwner
+from .base import TERMINAL_SUBMISSION_STATUSES, Submission, SubmissionOwner, UnfinishedSubmission
 
-_SUBMISSION_COLUMNS = (
-    "submission_id, session_id, idempotency_key, status, error, metadata, messages, "
-    "messages_applied_at, created_at, started_at, completed_at, answer_message_id, heartbeat_at, "
+# Who holds a row and until when: what a sweep for orphaned rows reads (no messages).
+_HOLDER_COLUMNS = (
+    "submission_id, session_id, status, created_at, started_at, heartbeat_at, "
     "owner, owner_host, owner_pid, owner_started, owner_namespace, lease"
+)
+_SUBMISSION_COLUMNS = (
+    f"{_HOLDER_COLUMNS}, idempotency_key, error, metadata, messages, messages_applied_at, completed_at, "
+    "answer_message_id"
 )
 # Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat
 # (NULL when the taker names no lease: never the previous owner's, which it may not keep).
@@ -36,8 +40,8 @@ class SubmissionRows(SubmissionJournal):
     """Durable submissions, on the store's connection."""
 
     @staticmethod
-    def _submission(row: Any) -> Submission:
-        metadata = row["metadata"]
+    def _holder(row: Any) -> dict[str, Any]:
+        """The fields of :data:`_HOLDER_COLUMNS`, as both records name them."""
         owner = None
         if row["owner"] is not None:
             owner = SubmissionOwner(
@@ -46,23 +50,30 @@ class SubmissionRows(SubmissionJournal):
             )
         heartbeat, lease = row["heartbeat_at"], row["lease"]
         running = row["status"] == "running"
+        return {
+            "submission_id": row["submission_id"],
+            "session_id": row["session_id"],
+            "status": row["status"],
+            "created_at": row["created_at"],
+            "started_at": row["started_at"],
+            "owner": owner,
+            "heartbeat_at": heartbeat,
+            "lease_expires_at": heartbeat + lease if running and heartbeat is not None and lease is not None else None,
+        }
+
+    @classmethod
+    def _submission(cls, row: Any) -> Submission:
+        metadata = row["metadata"]
         return Submission(
-            submission_id=row["submission_id"],
-            session_id=row["session_id"],
+            **cls._holder(row),
             idempotency_key=row["idempotency_key"],
             request_id=row["submission_id"],
-            status=row["status"],
             error=row["error"],
             metadata=json.loads(metadata) if metadata is not None else None,
             messages=[UIMessage.model_validate(m) for m in json.loads(row["messages"])],
             messages_applied=row["messages_applied_at"] is not None,
-            created_at=row["created_at"],
-            started_at=row["started_at"],
             completed_at=row["completed_at"],
             answer_message_id=row["answer_message_id"],
-            owner=owner,
-            heartbeat_at=heartbeat,
-            lease_expires_at=heartbeat + lease if running and heartbeat is not None and lease is not None else None,
         )
 
     def submission_owner(self) -> SubmissionOwner:
@@ -370,6 +381,16 @@ class SubmissionRows(SubmissionJournal):
                     (session_id, submission_id),
                 ).rowcount
             )
+
+    def unfinished_submissions(self) -> list[UnfinishedSubmission]:
+        """Every ``pending`` or ``running`` submission of every store's session, in acceptance
+        order, without its messages: one query over the index of unfinished rows, so what it
+        costs grows with the submissions in flight, not with the sessions stored."""
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {_HOLDER_COLUMNS} FROM submissions WHERE status IN ('pending', 'running') ORDER BY seq"
+            ).fetchall()
+        return [UnfinishedSubmission(**self._holder(r)) for r in rows]
 
     def pending_session_ids(self) -> list[str]:
         """Sessions with ``pending`` or ``running`` submissions."""

@@ -35,6 +35,7 @@ __all__ = [
     "Submission",
     "SubmissionOwner",
     "SubmissionStatus",
+    "UnfinishedSubmission",
 ]
 
 SubmissionStatus = Literal["pending", "running", "completed", "error", "aborted", "skipped"]
@@ -79,6 +80,21 @@ class Submission(BaseModel):
     completed_at: float | None = None
     answer_message_id: str | None = None  # the answer stored with the completion, if any
     owner: SubmissionOwner | None = None  # the last owner of its lease
+    heartbeat_at: float | None = None
+    lease_expires_at: float | None = None  # while running
+
+
+class UnfinishedSubmission(BaseModel):
+    """A ``pending`` or ``running`` submission as a sweep for orphans sees it (see
+    :meth:`Store.unfinished_submissions`): where it is, who holds its lease and until when,
+    without its messages."""
+
+    submission_id: str
+    session_id: str
+    status: SubmissionStatus
+    created_at: float
+    started_at: float | None = None
+    owner: SubmissionOwner | None = None
     heartbeat_at: float | None = None
     lease_expires_at: float | None = None  # while running
 
@@ -191,6 +207,7 @@ class Store(Protocol):
     ) -> Submission | None: ...
     def running_submissions(self) -> list[Submission]: ...
     def pending_session_ids(self) -> list[str]: ...
+    def unfinished_submissions(self) -> list[UnfinishedSubmission]: ...
 
     # resumable streams: one row per turn's stream, its chunks in order
     def open_stream(
