@@ -38,6 +38,7 @@ _COMMANDS = {
     "plugins": "plugins_cmd",
     "sessions": "sessions",
     "history": "history",
+    "submissions": "submissions",
 }
 
 
