@@ -95,8 +95,7 @@ class TurnRecovery:
                         builder.reset()  # the partial of the failed attempt is discarded, never persisted
                         if continuation:  # re-run as a turn of its own: the message it continued stays
                             builder.message_id = new_id()
-                        if request.journal is not None:
-                            await request.journal.reset()
+                        await request.journal.reset()
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
                         continue

@@ -27,7 +27,7 @@ from .stream_log import LiveStream
 from .turn_lock import TurnLock
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatResponseResult, TurnResult, UIMessage
-from .ui_stream import AssistantMessageBuilder, replay_chunks
+from .ui_stream import AssistantMessageBuilder
 
 logger = logging.getLogger("think.runner")
 
@@ -174,17 +174,13 @@ class TurnRunner:
                     return TurnOutcome("aborted", error_text="aborted"), None
                 raise
         body = handle.body = await self._turn_body(request)
-        restored = False
-        if request.journal is not None:
-            replay = await request.journal.load()
-            if replay.message_id is not None:  # resumed after a crash: the same answer, so far
-                builder.restore(replay.message_id, replay.parts)
-                restored = True
-        if request.continuation and not restored:
+        replay = await request.journal.load()
+        if replay.message_id is not None:  # resumed after a crash: the same answer, so far
+            builder.restore(replay.message_id, replay.parts)
+        elif request.continuation:
             await self._continue_message(builder)
         if sink is not None:
-            # A durable turn's stream starts with what its journal restored (after a crash), not its `finish`.
-            replayed = replay_chunks(builder.message())[:-1] if request.journal is not None else None
+            replayed = request.journal.stream_start(builder.message)
             sink.live = await self.session.streams.begin(
                 request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
             )

@@ -5,7 +5,7 @@ Calls of one step run concurrently. Whatever goes wrong with a call — an unkno
 arguments that are not JSON or do not validate, a raising decision hook or tool — becomes an
 error result for the model, never a failed turn.
 
-In a durable turn (a ``TurnJournal``), a call is journaled as started before it runs and its
+In a durable turn (a ``TurnJournal``; other turns have a null journal), a call is journaled as started before it runs and its
 result as soon as it is known, so each side effect happens at most once: on recovery a stored
 result is reused, and a call that started without one runs again only if its tool is
 idempotent or read-only — otherwise the model (and ``after_tool_call``) gets an error result
@@ -31,7 +31,7 @@ from .errors import HookTimeout
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
 from .tools import Tool, ToolInputError
-from .turn_journal import INTERRUPTED_CALL, TurnJournal
+from .turn_journal import INTERRUPTED_CALL, Journal
 from .types import (
     ChunkContext,
     SessionView,
@@ -65,7 +65,7 @@ class ToolCallRunner:
     :param approved: ids of ``needs_approval`` calls a human approved (they run; others wait).
     :param invalid_inputs: raw arguments of calls whose input was not a JSON object, by call id.
     :param body: the turn's body, handed to the hooks on every context.
-    :param journal: the step journal of a durable turn (``None`` for other turns).
+    :param journal: what the turn records (a durable turn's step journal, or a null one).
     """
 
     def __init__(
@@ -78,7 +78,7 @@ class ToolCallRunner:
         approved: frozenset[str] = frozenset(),
         invalid_inputs: dict[str, str] | None = None,
         body: dict[str, Any] | None = None,
-        journal: TurnJournal | None = None,
+        journal: Journal,
     ) -> None:
         self.journal = journal
         self.session = session
@@ -104,10 +104,9 @@ class ToolCallRunner:
         model_input = call.input
         started = time.perf_counter()
         decision: ToolDecisionAction = "allow"
-        if self.journal is not None:
-            replayed = await self._from_journal(self.journal, step_number, call, tool, messages, started)
-            if replayed is not None:
-                return replayed
+        replayed = await self._from_journal(step_number, call, tool, messages, started)
+        if replayed is not None:
+            return replayed
         if tool is None:
             available = ", ".join(sorted(tools)) or "none"
             return await self._finish(
@@ -167,8 +166,7 @@ class ToolCallRunner:
                 step_number, call, tool, messages, started, "substitute", output=verdict.output, decided_by=decided_by
             )
         run_input = verdict.input if verdict is not None and verdict.input is not None else validated
-        if self.journal is not None:
-            await self.journal.tool_started(call.id)
+        await self.journal.tool_started(call.id)
         try:
             output = await self._execute(step_number, tool, call, run_input)
         except asyncio.CancelledError:
@@ -181,7 +179,6 @@ class ToolCallRunner:
 
     async def _from_journal(
         self,
-        journal: TurnJournal,
         step_number: int,
         call: ToolCallRequest,
         tool: Tool | None,
@@ -190,7 +187,8 @@ class ToolCallRunner:
     ) -> ToolOutcome | None:
         """The outcome of a call an earlier owner of the turn already settled or started; ``None``
         for a call to run now (never started, or started and safe to repeat)."""
-        stored = journal.replay.results.get(call.id)
+        replay = self.journal.replay
+        stored = replay.results.get(call.id)
         if stored is not None:  # reused as it is: no hook runs again for it
             output, error = stored.get("output"), stored.get("error")
             if error is None:
@@ -198,7 +196,7 @@ class ToolCallRunner:
             else:
                 self.builder.tool_error(call.id, error)
             return ToolOutcome(call, output=output, error=error)
-        if call.id not in journal.replay.started:
+        if call.id not in replay.started:
             return None
         if tool is not None and (tool.annotations.idempotent or tool.annotations.read_only):
             logger.info("tool call %s of %s was interrupted; running it again (idempotent)", call.id, call.name)
@@ -262,8 +260,7 @@ class ToolCallRunner:
             self.builder.tool_output(call.id, output)
         else:
             self.builder.tool_error(call.id, error)
-        if self.journal is not None:
-            await self.journal.tool_finished(call.id, output, error)
+        await self.journal.tool_finished(call.id, output, error)
         await self.hooks.after_tool_call(
             ToolCallResultContext(
                 session=self.session,

@@ -10,7 +10,7 @@ proactive overflow guard, ``before_step`` (apply its ``StepConfig``), the stream
 with ``on_chunk`` per event, the step's tool calls, ``on_step_finish``; the loop stops when a
 step calls no tool, ``max_steps`` is reached, or a client tool / approval is pending.
 
-A durable turn (given a :class:`~think_core.turn_journal.TurnJournal`) journals each step's
+A durable turn (its journal a :class:`~think_core.turn_journal.TurnJournal`) journals each step's
 model output before its tools run and each finished step before ``on_step_finish``; resumed
 after a crash, it replays the finished steps and carries on with the interrupted one.
 """
@@ -41,7 +41,7 @@ from .step_stream import CallIds
 from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
 from .tools import Tool, client_tools_from
-from .turn_journal import TurnJournal
+from .turn_journal import Journal
 from .turn_plan import TurnPlan, checked_tools, compaction_data, step_settings, with_continue_checkpoint
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import (
@@ -102,7 +102,7 @@ class Turn(RetriedSteps):
         builder: AssistantMessageBuilder,
         history: list[ModelMessage],
         last_input_tokens: int = 0,
-        journal: TurnJournal | None = None,
+        journal: Journal,
     ) -> None:
         self.deps = deps
         self.journal = journal
@@ -155,8 +155,8 @@ class Turn(RetriedSteps):
             step = self._journaled_step(step_number)
             if step is None:
                 step = await self._stream_step_with_retry(step_number, step_model, request)
-                if self.journal is not None and step.tool_calls:
-                    await self.journal.step_streamed(step, self.builder.message())
+                if step.tool_calls:
+                    await self.journal.step_streamed(step, self.builder.message)
             calls = step.tool_calls
             outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, request.messages) if calls else []
             await self._record_step(step, outcomes)
@@ -288,8 +288,7 @@ class Turn(RetriedSteps):
         ]
         self.builder.finish_step()
         self._remember_step(step)
-        if self.journal is not None:
-            await self.journal.step_finished(step, self.builder.message())
+        await self.journal.step_finished(step, self.builder.message)
         await self.hooks.on_step_finish(step)
 
     def _remember_step(self, step: StepResult) -> None:
@@ -321,8 +320,6 @@ class Turn(RetriedSteps):
 
     def _replay_steps(self) -> int:
         """Take the steps an earlier owner of this durable turn finished as done; returns how many."""
-        if self.journal is None:
-            return 0
         for data in self.journal.replay.steps:
             step = self._stored_step(data)
             self.call_ids.reserve(c.id for c in step.tool_calls)
@@ -331,7 +328,7 @@ class Turn(RetriedSteps):
 
     def _journaled_step(self, step_number: int) -> StepResult | None:
         """The model output of this step, if an earlier owner stored it before running its tools."""
-        data = self.journal.replay.streamed.get(step_number) if self.journal is not None else None
+        data = self.journal.replay.streamed.get(step_number)
         if data is None:
             return None
         step = self._stored_step(data)

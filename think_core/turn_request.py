@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
-from .turn_journal import TurnJournal
+from .turn_journal import Journal, NullJournal
 from .types import ErrorClassification, ErrorStage, Trigger, UIMessage
 from .ui_stream import Emit
 
@@ -31,8 +31,8 @@ class TurnRequest:
         It may prepare the turn and rewrite this request (a chat client's transcript does).
     :param answers: the id of the message this turn answers (a durable submission's user
         message): the model sees the history up to that message, never a later one.
-    :param journal: the step journal of a durable turn: what it does is journaled as it
-        happens, and a turn interrupted by a crash resumes from it.
+    :param journal: what the turn records as it goes (a durable submission's step journal, from
+        which a turn interrupted by a crash resumes; a :class:`NullJournal` otherwise).
     :param store_answer: stores the turn's answer (``None`` when it has no parts) with its
         outcome, in place of a plain upsert (a durable submission: answer and completion in one
         transaction); ``False`` when the store refused it (the submission is not ours any more).
@@ -51,7 +51,7 @@ class TurnRequest:
     apply_incoming: Callable[[], Awaitable[Any]] | None = None
     should_apply: Callable[[], Awaitable[bool]] | None = None
     answers: str | None = None
-    journal: TurnJournal | None = None
+    journal: Journal = field(default_factory=NullJournal)
     store_answer: Callable[[UIMessage | None, TurnOutcome], Awaitable[bool]] | None = None
     resumable: bool = False
     message_ids: list[str] | None = None
