@@ -112,6 +112,7 @@ class OrphanWatch:
         self._interval = interval
         self._sweeper: Sweeper | None = None
         self._task: asyncio.Task[None] | None = None
+        self._reports: set[asyncio.Task[None]] = set()
         # Sessions whose pending rows had nothing running ahead at the last look: since when.
         self._waiting: dict[str, float] = {}
         self._next_expiry = float("inf")  # the earliest lease another owner holds in a watched session
@@ -176,14 +177,30 @@ class OrphanWatch:
         for session_id in taken:
             pending = found.waiting.get(session_id)
             if pending is not None and session_id not in found.orphaned:
-                logger.info(
-                    "picking up submission %s of session %s: accepted %.1f s ago and never claimed",
-                    pending.submission_id, session_id, now - pending.created_at,
-                )
+                task = asyncio.get_running_loop().create_task(self._report_pickup(pending), context=contextvars.Context())
+                self._reports.add(task)
+                task.add_done_callback(self._reports.discard)
         return sorted([*resumed, *taken])
 
+    async def _report_pickup(self, pending: UnfinishedSubmission) -> None:
+        """Log a never-claimed submission once it is claimed, if this process claimed it:
+        several processes may go for it, one runs it, and that one says so."""
+        me = self._db.sync.submission_owner()
+        while True:
+            row = await self._db.get_submission(pending.session_id, pending.submission_id)
+            if row is None or row.status != "pending":
+                break
+            await asyncio.sleep(self._interval)
+        if row is not None and row.owner is not None and row.owner.id == me.id and row.started_at is not None:
+            logger.info(
+                "picked up submission %s of session %s: claimed %.1f s after it was accepted, "
+                "by a process that never claimed it",
+                row.submission_id, row.session_id, row.started_at - row.created_at,
+            )
+
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        tasks = [*self._reports, *([self._task] if self._task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None

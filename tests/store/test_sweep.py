@@ -77,6 +77,16 @@ async def finished(store: Store, session_id: str, submission_id: str) -> Submiss
         await asyncio.sleep(0.1)
 
 
+async def logged(caplog: pytest.LogCaptureFixture, start: str) -> list[str]:
+    """The log lines that start with ``start``, once there is one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while not (lines := [r.getMessage() for r in caplog.records if r.getMessage().startswith(start)]):
+        assert loop.time() < deadline, f"nothing logged starting with {start!r}"
+        await asyncio.sleep(0.1)
+    return lines
+
+
 def recovering_agent(store: Store, **kwargs: Any) -> Think:
     return Think(ScriptedModel([Step(text=ANSWER)], repeat=True), store=store, load_entrypoints=False,
                  recover_on_start=True, **kwargs)
@@ -111,8 +121,8 @@ async def test_a_submission_whose_accepting_process_died_before_claiming_it_is_r
         done = await finished(agent.store, "unclaimed", submission_id)
         assert done.status == "completed" and done.owner == agent.store.submission_owner()
         assert [m.text for m in await agent.session("unclaimed").messages()] == ["question of unclaimed", ANSWER]
-    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("picking up")]
-    assert len(lines) == 1 and lines[0].startswith(f"picking up submission {submission_id} of session unclaimed: accepted ")
+        lines = await logged(caplog, "picked up")  # said once the watch sees the claim, a look later
+    assert len(lines) == 1 and lines[0].startswith(f"picked up submission {submission_id} of session unclaimed: claimed ")
 
 
 async def test_an_agent_that_does_not_recover_leaves_sessions_it_never_opened_alone(stores: StoreFactory) -> None:
