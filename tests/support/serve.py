@@ -7,19 +7,22 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @asynccontextmanager
 async def think_serve(
-    *args: str, env: Mapping[str, str] | None = None, deadline: float = 60
+    *args: str, env: Mapping[str, str] | None = None, deadline: float = 60, stderr: IO[bytes] | None = None
 ) -> AsyncIterator[tuple[asyncio.subprocess.Process, str]]:
     """Start ``think serve --port 0 ARGS...``; yields the process and its base URL once it
-    listens, and kills it (if still alive) on exit."""
+    listens, and kills it (if still alive) on exit. Its stderr goes to ``stderr`` (a file
+    opened for writing) when given, else nowhere."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "think_core.cli", "serve", "--port", "0", *args,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env, cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE, stderr=stderr if stderr is not None else asyncio.subprocess.DEVNULL,
+        env=env, cwd=ROOT,
     )
     try:
         assert proc.stdout is not None
