@@ -7,15 +7,17 @@ the wire shapes stay easy to audit against the clients.
 
 Server → client frames built here:
 
-* ``cf_agent_identity`` ``{type, name, agent}`` — first on every connection (``name`` is the
-  session id, ``agent`` is ``"think"``); the agents client's ``ready`` waits for it.
+* ``cf_agent_identity`` ``{type, name, agent}`` — last of the frames that open a connection
+  (after the history and the resume state; ``name`` is the session id, ``agent`` is
+  ``"think"``); the agents client's ``ready`` waits for it. See docs/frame-ordering.md.
 * ``cf_agent_use_chat_response`` ``{type, id, body, done, error?, continuation?, replay?, seq?,
   replayComplete?, outcome?, messageIds?}`` — ``body`` is one UI message chunk as a JSON string;
   the closing frame has ``body: ""``, ``done: true``, the turn's ``outcome`` (``completed``,
   ``error``, ``aborted``, ``skipped``) and ``messageIds`` (the user messages it answered); a
   request that fails before it streams gets ``{body: <message>, done: true, error: true}``.
   Chunks replayed to a resuming client carry ``replay: true`` and their ``seq``.
-* ``cf_agent_chat_messages`` ``{type, messages}`` — the full transcript.
+* ``cf_agent_chat_messages`` ``{type, messages, connect?}`` — the full transcript (``connect:
+  true`` on the one that opens a connection).
 * ``cf_agent_message_updated`` ``{type, message}``.
 * ``cf_agent_chat_clear`` ``{type}``.
 * ``cf_agent_stream_resuming`` ``{type, id, probeId?}`` — a turn is streaming: acknowledge it
@@ -159,8 +161,11 @@ def resume_frame(kind: str, probe_id: str | None, stream_id: str | None = None) 
     return frame
 
 
-def messages_frame(messages: list[Any]) -> dict[str, Any]:
-    return {"type": CHAT_MESSAGES, "messages": [_default(m) for m in messages]}
+def messages_frame(messages: list[Any], *, connect: bool = False) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": CHAT_MESSAGES, "messages": [_default(m) for m in messages]}
+    if connect:  # useAgentChat keeps the messages it sent while the socket was reconnecting
+        frame["connect"] = True
+    return frame
 
 
 def message_updated_frame(message: Any) -> dict[str, Any]:

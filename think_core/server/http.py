@@ -154,8 +154,7 @@ async def chat(
         finally:
             await chunks.aclose()
             if hub.connections(session_id):
-                await relay.done(session)
-                await relay.snapshot(session)
+                await relay.finish(session)
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)

@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket
 
-from .frames import STREAM_RESUME_NONE, STREAM_RESUMING, USE_CHAT_RESPONSE, dumps, resume_frame
+from .frames import STREAM_RESUME_NONE, STREAM_RESUMING, USE_CHAT_RESPONSE, dumps, messages_frame, resume_frame
 
 logger = logging.getLogger("think.server")
 
@@ -36,6 +36,19 @@ class Connection:
         self.closed = False
         #: Streams this connection gets from its own replay (see ``resume``), not the broadcast.
         self.following: set[str] = set()
+        #: This connection's chat requests in flight (stream id → the hub tick at which the turn
+        #: applied their messages; ``None`` until it did). See :meth:`takes_snapshot`.
+        self.requests: dict[str, int | None] = {}
+        #: A snapshot reached this connection while it had no request in flight: one it sent
+        #: meanwhile may have crossed it on the wire (see ``TurnRelay.begin``).
+        self.crossable = False
+
+    def takes_snapshot(self, read_at: int) -> bool:
+        """Whether a transcript read at hub tick ``read_at`` may replace this client's list: not
+        while a request it sent is not applied yet, nor when one was applied after the read
+        began — that snapshot lacks messages the client shows (clients replace their list with
+        a snapshot wholesale, the optimistic user message included)."""
+        return all(applied is not None and applied < read_at for applied in self.requests.values())
 
     def start(self) -> None:
         self._writer = asyncio.create_task(self._write(), name=f"think-ws-writer-{self.session_id}")
@@ -103,6 +116,7 @@ class SessionHub:
         self._awaiting: dict[str, dict[Connection, str | None]] = defaultdict(dict)
         #: Connections that answered a tool call and will resume its continuation, per session.
         self._owners: dict[str, set[Connection]] = defaultdict(set)
+        self._clock = 0
 
     # -- connections -----------------------------------------------------------------------------
     def connect(self, session_id: str, websocket: WebSocket) -> Connection:
@@ -153,6 +167,26 @@ class SessionHub:
         self._owners.pop(session_id, None)
         for connection, probe_id in self._awaiting.pop(session_id, {}).items():
             connection.send(resume_frame(STREAM_RESUME_NONE, probe_id))
+
+    # -- transcript snapshots --------------------------------------------------------------------
+    def tick(self) -> int:
+        """The hub's clock: taken before a transcript read, and when a request is applied."""
+        self._clock += 1
+        return self._clock
+
+    def snapshot(
+        self, session_id: str, messages: list[Any], read_at: int, *, exclude: Connection | None = None, only: Connection | None = None
+    ) -> None:
+        """Send the transcript read at tick ``read_at`` to the connections it cannot wipe a
+        message of (see :meth:`Connection.takes_snapshot`); a connection skipped gets the
+        snapshot that closes its own request."""
+        frame = messages_frame(messages)
+        for connection in [only] if only is not None else self.connections(session_id):
+            if connection is exclude or not connection.takes_snapshot(read_at):
+                continue
+            if not connection.requests:
+                connection.crossable = True
+            connection.send(frame)
 
     def pending(self, session_id: str, kind: str) -> bool:
         return any(self._kinds.get(t) == kind for t in self.tasks(session_id))

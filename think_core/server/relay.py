@@ -18,7 +18,6 @@ from .frames import (
     done_frame,
     failed_frame,
     message_updated_frame,
-    messages_frame,
 )
 from .hub import Connection, SessionHub
 
@@ -66,24 +65,48 @@ class TurnRelay:
         for message in self.transcript.answered:
             self._broadcast(message_updated_frame(message))
 
-    async def done(self, session: Session) -> None:
-        """The closing frame, with how the turn ended and the user messages it answered."""
+    async def begin(self, session: Session) -> None:
+        """Before the first chunk of a stream: the turn applied the request's messages. When a
+        snapshot reached the sender while it was idle, its request may have crossed that snapshot
+        on the wire (and been wiped from its list): it gets the transcript again, its message in
+        it, before the answer starts."""
+        sender = self.sender
+        if sender is None or self.stream_id not in sender.requests:
+            return
+        sender.requests[self.stream_id] = self.hub.tick()
+        if sender.crossable:
+            sender.crossable = False
+            read_at = self.hub.tick()
+            self.hub.snapshot(self.session_id, await session.messages(), read_at, only=sender)
+
+    async def finish(self, session: Session, *, close: bool = True, failure: str | None = None) -> None:
+        """The end of the stream: the stored transcript (what every tab settles on), then — when
+        ``close`` — the closing frame: done, with how the turn ended and the user messages it
+        answered, or failed with ``failure``. In this order, so a client told its request is over
+        never gets a snapshot read before the request it sends next."""
+        try:
+            frame = None
+            if close:
+                frame = await self._closing_frame(session) if failure is None else self._failed_frame(failure)
+            if self.hub.connections(self.session_id):
+                read_at = self.hub.tick()
+                self.hub.snapshot(self.session_id, await session.messages(), read_at)
+            if frame is not None:
+                self._broadcast(frame)
+        finally:
+            if self.sender is not None:
+                self.sender.requests.pop(self.stream_id, None)
+
+    async def _closing_frame(self, session: Session) -> dict[str, Any]:
         live = await session.streams.find(self.hub.stream_requests.get(self.stream_id, self.stream_id))
         if live is not None and not live.streaming:
             outcome, ids = live.status, live.message_ids
         else:  # no turn ran (the answers left a call waiting)
             outcome, ids = ("completed" if self.started else "skipped"), self._origin_ids()
-        frame = done_frame(self.stream_id, continuation=self.transcript.continuation, outcome=outcome, message_ids=ids)
-        self._broadcast(frame)
+        return done_frame(self.stream_id, continuation=self.transcript.continuation, outcome=outcome, message_ids=ids)
 
-    def failed(self, text: str) -> None:
-        frame = failed_frame(self.stream_id, text, continuation=self.transcript.continuation, message_ids=self._origin_ids())
-        self._broadcast(frame)
+    def _failed_frame(self, text: str) -> dict[str, Any]:
+        return failed_frame(self.stream_id, text, continuation=self.transcript.continuation, message_ids=self._origin_ids())
 
     def _origin_ids(self) -> list[str] | None:
         return None if self.transcript.continuation else origin_message_ids(self.transcript.messages)
-
-    async def snapshot(self, session: Session) -> None:
-        """The whole transcript, once the stream is over (what every tab settles on)."""
-        if self.hub.connections(self.session_id):
-            self._broadcast(messages_frame(await session.messages()))

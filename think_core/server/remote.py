@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from ..agent import Think
+from ..session import Session
 from . import frames as F
 from .hub import SessionHub
 
@@ -55,13 +56,19 @@ class RemoteTurns:
             return  # after all, a turn of ours: relayed by its own transport
         if live is None:
             # Over, and forgotten when the session's next turn began: its answer is in the transcript.
-            self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
+            await self._snapshot(session)
             return
-        self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
+        await self._snapshot(session)
         async for seq, chunk in live.follow(0):
             self.hub.broadcast(session_id, F.chunk_frame(stream_id, chunk, continuation=live.continuation, seq=seq))
+        # The transcript before the closing frame: a client told the turn is over may send at
+        # once, and a snapshot read before that message must not overtake it.
+        await self._snapshot(session)
         self.hub.broadcast(
             session_id,
             F.done_frame(stream_id, continuation=live.continuation, outcome=live.status, message_ids=live.message_ids),
         )
-        self.hub.broadcast(session_id, F.messages_frame(await session.messages()))
+
+    async def _snapshot(self, session: Session) -> None:
+        read_at = self.hub.tick()
+        self.hub.snapshot(session.id, await session.messages(), read_at)

@@ -33,17 +33,32 @@ class StreamResume:
         self._replays: set[asyncio.Task[Any]] = set()
         #: The client speaks the handshake (it asked to resume on this connection).
         self.speaks_resume = False
+        #: Streams this connection acknowledged (and gets replayed).
+        self._acked: set[str] = set()
 
     def hold_running(self) -> None:
-        """On connect: a turn streaming now reaches this connection only once it has resumed it
-        (its chunks so far, then the live ones), never as a tail without a beginning."""
+        """As the connection joins the hub: the turn streaming now is not broadcast to it (see
+        :meth:`on_connect`), before an await lets a chunk through."""
         live = self.session.streams.current
         if live is not None and live.streaming:
             self.connection.following.add(self._client_id(live))
 
+    async def on_connect(self) -> None:
+        """The resume state, unasked, before the identity frame: the agents client sends its
+        first probe as the socket opens and answers it with the AI SDK's ``resumeStream``, which
+        sets the chat's status when it settles — were the answer to come after ``ready``, it
+        would mark a request sent meanwhile ready before its stream. Unasked (no ``probeId``),
+        the state settles that probe before ``ready``; the probe's own answer comes later and is
+        ignored (an ack sent twice replays once, see :meth:`on_ack`). A turn streaming now
+        reaches this connection only once it has resumed it, never as a tail without a start."""
+        await self._answer(None)
+
     async def on_request(self, frame: dict[str, Any]) -> None:
         self.speaks_resume = True
         probe = frame.get("probeId") if isinstance(frame.get("probeId"), str) else None
+        await self._answer(probe)
+
+    async def _answer(self, probe: str | None) -> None:
         live = await self.session.streams.find()
         if live is not None and live.streaming:
             stream_id = self._client_id(live)
@@ -57,12 +72,15 @@ class StreamResume:
 
     async def on_ack(self, frame: dict[str, Any]) -> None:
         stream_id = F.require_str(frame, "id")
+        if stream_id in self._acked:  # announced twice (unasked, then probed): replayed once
+            return
         live = await self.session.streams.find(self.hub.stream_requests.get(stream_id, stream_id))
         if live is None:  # gone already: its answer is in the transcript
             self.connection.following.discard(stream_id)
             self.connection.send(F.done_frame(stream_id, replay=True))
             return
         self.connection.following.add(stream_id)
+        self._acked.add(stream_id)
         task = self.hub.spawn(self.session.id, self._replay(live, stream_id), name=f"think-ws-replay-{stream_id}", kind="replay")
         self._replays.add(task)
         task.add_done_callback(self._replays.discard)

@@ -64,11 +64,10 @@ class ChatSocket:
     # -- connection lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
         await self.websocket.accept(subprotocol=self.subprotocol)
-        # The session opens and its history is read before anything is sent, so the identity
-        # (first: the agents client's `ready` waits for it) and the history go out together: a
-        # client that sends a message as soon as it is ready never has its message wiped by a
-        # history frame that was read before it. Turns running meanwhile are replayed to it by
-        # the stream resume below.
+        # The session opens and its history is read before anything is sent. The history, then
+        # the resume state, then the identity: the agents client is `ready` on the identity, so
+        # a message it sends then was never wiped by a history frame read before it, nor marked
+        # ready by the answer to its first resume probe (docs/frame-ordering.md).
         try:
             await self.session.open()
             history = await self.session.messages()
@@ -81,11 +80,12 @@ class ChatSocket:
             await self.websocket.close(code=1011)
             return
         self.connection = self.hub.connect(self.session_id, self.websocket)
-        self.send(F.identity_frame(self.session_id))
         self.resume = StreamResume(self.hub, self.session, self.connection)
         try:
             self.resume.hold_running()
-            self.send(F.messages_frame(history))
+            self.send(F.messages_frame(history, connect=True))
+            await self.resume.on_connect()
+            self.send(F.identity_frame(self.session_id))
             while True:
                 message = await self.websocket.receive()
                 if message["type"] == "websocket.disconnect":
@@ -160,6 +160,9 @@ class ChatSocket:
         # its request ids again, and must never be taken for an earlier submission.
         turn_id = new_id("req")
         self.hub.link(request.id, turn_id)
+        assert self.connection is not None
+        # In flight from now: no snapshot read before the turn applies it reaches this client.
+        self.connection.requests[request.id] = None
         stream = self._stream(request.transcript, request.id, body=request.body, requested=True, request_id=turn_id)
         task = self.hub.spawn(self.session_id, stream, name=f"think-ws-turn-{request.id}")
         self._in_flight.add(task)
@@ -178,33 +181,35 @@ class ChatSocket:
         client ``requested`` (it knows the id) always ends with a done or failed frame; one the
         server started (a tool answer's continuation) only once a chunk was sent."""
         relay = TurnRelay(self.hub, self.session_id, stream_id, transcript, sender=self.connection)
+        failure: str | None = None
+        close = False  # the stream ends with a closing frame (not when the task is cancelled)
         try:
             chunks = self.session.stream_transcript(
                 transcript, body=body, trigger="websocket", request_id=request_id or stream_id
             )
             async for chunk in chunks:
+                if not relay.started:
+                    await relay.begin(self.session)
                 relay.chunk(chunk)
+            close = requested or relay.started
         except ClientRequestRefused as exc:  # nothing was stored: the client is told why
-            if requested:
-                relay.failed(str(exc))
-            else:
-                self.send(F.error_frame(str(exc), "invalid_request"))
+            failure, close = str(exc), requested
+            if not requested:
+                self.send(F.error_frame(failure, "invalid_request"))
         except Exception as exc:
-            text = str(exc) or type(exc).__name__
-            if requested or relay.started:
+            failure, close = str(exc) or type(exc).__name__, requested or relay.started
+            if close:
                 logger.exception("WebSocket turn %s of session %r failed", stream_id, self.session_id)
-                relay.failed(text)
             elif isinstance(exc, UnknownToolCall):
-                self.send(F.error_frame(text, "not_found"))
+                self.send(F.error_frame(failure, "not_found"))
             else:
                 logger.exception("answering a tool call of session %r failed", self.session_id)
-                self.send(F.error_frame(text, "internal_error"))
-        else:
-            if requested or relay.started:
-                await relay.done(self.session)
+                self.send(F.error_frame(failure, "internal_error"))
         finally:
-            self.hub.unlink(stream_id)
-            await relay.snapshot(self.session)
+            try:
+                await relay.finish(self.session, close=close, failure=failure)
+            finally:
+                self.hub.unlink(stream_id)
 
     async def on_cancel(self, frame: dict[str, Any]) -> None:
         stream_id = F.require_str(frame, "id")
@@ -236,12 +241,13 @@ class ChatSocket:
         sender = self.connection
 
         async def replace() -> None:
+            read_at = self.hub.tick()
             try:
                 stored = await self.session.replace_messages(messages, from_client=True)
             except Exception as exc:
                 self.send(F.error_frame(f"the transcript was not replaced: {exc}", "invalid_request", frame_type=F.CHAT_MESSAGES))
                 return
-            self.broadcast(F.messages_frame(stored), exclude=sender)
+            self.hub.snapshot(self.session_id, stored, read_at, exclude=sender)
 
         # In the background, so a cancel frame still gets through while it waits for a turn.
         self.hub.spawn(self.session_id, replace(), name=f"think-ws-messages-{self.session_id}", kind="edit")
