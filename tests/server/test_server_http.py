@@ -438,8 +438,9 @@ async def test_websocket_clients_of_the_session_see_http_turns() -> None:
     agent = make_agent(ScriptedModel([Step(text="Seen by the page too.")]))
     async with running_server(create_app(agent)) as base:
         async with connect(base.replace("http://", "ws://") + "/agents/think/c") as ws:
-            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "cf_agent_identity"
             assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "cf_agent_chat_messages"
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "cf_agent_identity"
             async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
                 _, chunks = await post_chat(http, transport_body("c", [user("hi", "u1")]))
             mirrored: list[dict[str, Any]] = []

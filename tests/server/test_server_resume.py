@@ -47,13 +47,14 @@ def ws_base(base: str) -> str:
     return base.replace("http://", "ws://")
 
 
-async def test_identity_comes_first_and_get_messages_lists_the_transcript() -> None:
+async def test_identity_comes_after_the_history_and_get_messages_lists_the_transcript() -> None:
     agent = make_agent(ScriptedModel([]))
     await agent.session("s1").add_messages([user("earlier", "u0")])
     async with running_server(create_app(agent, api_token="tok")) as base:
         async with connect(f"{ws_base(base)}/agents/think/s1?token=tok") as ws:
-            assert await recv(ws) == {"type": "cf_agent_identity", "name": "s1", "agent": "think"}
             assert (await recv(ws))["type"] == "cf_agent_chat_messages"
+            assert (await recv(ws))["type"] == "cf_agent_stream_resume_none"
+            assert await recv(ws) == {"type": "cf_agent_identity", "name": "s1", "agent": "think"}
         async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
             # The same auth as the socket: the agents client derives this URL from the socket's.
             assert (await http.get("/agents/think/s1/get-messages")).status_code == 401
@@ -68,15 +69,15 @@ async def test_a_connection_opened_mid_turn_replays_it_from_the_first_chunk_then
     async with running_server(create_app(agent)) as base:
         url = f"{ws_base(base)}/agents/think/s1"
         async with connect(url) as first, connect(url) as idle:
-            await until(first, lambda f: f["type"] == "cf_agent_chat_messages")
-            await until(idle, lambda f: f["type"] == "cf_agent_chat_messages")
+            await until(first, lambda f: f["type"] == "cf_agent_identity")
+            await until(idle, lambda f: f["type"] == "cf_agent_identity")
             await idle.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p0"}))
             assert await recv(idle) == {"type": "cf_agent_stream_resume_none", "reason": "idle", "probeId": "p0"}
 
             await first.send(json.dumps(chat_request("req1", [user("talk", "u1")])))
             live = await until(first, lambda f: f["type"] == "cf_agent_use_chat_response" and f["body"].count("delta") and f["seq"] >= 8)
             async with connect(url) as late:
-                await until(late, lambda f: f["type"] == "cf_agent_chat_messages")
+                await until(late, lambda f: f["type"] == "cf_agent_identity")
                 await asyncio.sleep(0.5)  # live chunks go on meanwhile: none may reach this connection
                 await late.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p1"}))
                 assert await recv(late) == {"type": "cf_agent_stream_resuming", "id": "req1", "probeId": "p1"}
@@ -131,7 +132,7 @@ async def test_get_stream_is_204_when_idle_and_replays_a_running_turn_over_sse()
 async def test_a_cancelled_turn_ends_with_outcome_aborted() -> None:
     agent = make_agent(slow_model())
     async with running_server(create_app(agent)) as base, connect(f"{ws_base(base)}/agents/think/s1") as ws:
-        await until(ws, lambda f: f["type"] == "cf_agent_chat_messages")
+        await until(ws, lambda f: f["type"] == "cf_agent_identity")
         await ws.send(json.dumps(chat_request("req1", [user("talk", "u1")])))
         await until(ws, lambda f: f["type"] == "cf_agent_use_chat_response" and f.get("seq", 0) >= 4)
         await ws.send(json.dumps({"type": "cf_agent_chat_request_cancel", "id": "req1"}))
@@ -146,8 +147,8 @@ async def test_a_clients_transcript_replaces_the_stored_one_and_reaches_the_othe
     async with running_server(create_app(agent)) as base:
         url = f"{ws_base(base)}/agents/think/s1"
         async with connect(url) as editor, connect(url) as other:
-            await until(editor, lambda f: f["type"] == "cf_agent_chat_messages")
-            await until(other, lambda f: f["type"] == "cf_agent_chat_messages")
+            await until(editor, lambda f: f["type"] == "cf_agent_identity")
+            await until(other, lambda f: f["type"] == "cf_agent_identity")
             edited = [user("one", "u1"), user("two, edited", "u2")]
             await editor.send(json.dumps({"type": "cf_agent_chat_messages", "messages": edited}))
             seen = (await until(other, lambda f: f["type"] == "cf_agent_chat_messages"))[-1]

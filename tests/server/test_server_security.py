@@ -95,8 +95,9 @@ async def test_the_servers_own_origin_and_clients_without_origin_are_served() ->
         bare = await http.post("/api/chat", json=chat_body("b"))
         local = await http.get("/healthz", headers={"host": f"localhost:{port}", "origin": f"http://localhost:{port}"})
         async with connect(ws_url(base), origin=base) as ws:  # type: ignore[arg-type]
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
     assert own.status_code == bare.status_code == local.status_code == 200
     assert "access-control-allow-origin" not in own.headers  # same-origin needs no CORS
 
@@ -113,8 +114,9 @@ async def test_allowed_origins_are_served_with_cors_and_others_still_refused() -
         other = await http.post("/api/chat", json=chat_body(), headers={"origin": "http://evil.example"})
         null = await http.get("/healthz", headers={"origin": "null"})
         async with connect(ws_url(base), origin=app_origin) as ws:  # type: ignore[arg-type]
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
     assert preflight.status_code == 200 and preflight.headers["access-control-allow-origin"] == app_origin
     assert "content-type" in preflight.headers["access-control-allow-headers"].lower()
     assert post.status_code == 200 and post.headers["access-control-allow-origin"] == app_origin
@@ -129,8 +131,9 @@ async def test_a_star_allows_every_origin_but_null_only_when_listed() -> None:
         anywhere = await http.get("/api/sessions/c/messages", headers={"origin": "https://anything.example"})
         null = await http.get("/api/sessions/c/messages", headers={"origin": "null"})
         async with connect(ws_url(base), origin="https://anything.example") as ws:  # type: ignore[arg-type]
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
     assert anywhere.status_code == 200 and anywhere.headers["access-control-allow-origin"] == "*"
     assert_refused(null, "forbidden_origin")
     async with api(make_agent(), allowed_origins=["null"]) as (http, _):
@@ -202,8 +205,9 @@ async def test_behind_a_tls_proxy_the_forwarded_scheme_and_host_make_the_pages_o
             "ws://chat.example.com/agents/think/s1", host="127.0.0.1", port=port, origin="https://chat.example.com",  # type: ignore[arg-type]
             additional_headers={"x-forwarded-proto": "https"},
         ) as ws:
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
 
 
 def test_loopback_addresses() -> None:
@@ -291,12 +295,14 @@ async def test_the_websocket_token_may_come_as_a_subprotocol() -> None:
     async with running_server(create_app(agent, api_token="s3cret")) as base:
         async with connect(ws_url(base), subprotocols=["think", "bearer.s3cret"]) as ws:  # type: ignore[list-item]
             assert ws.subprotocol == "think"  # never the credential
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
         async with connect(ws_url(base), additional_headers={"sec-websocket-protocol": "bearer.s3cret"}) as ws:
             assert ws.subprotocol is None
-            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
             assert json.loads(await ws.recv())["type"] == "cf_agent_chat_messages"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_stream_resume_none"
+            assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
         status, _ = await ws_refusal(ws_url(base), subprotocols=["think", "bearer.wrong"])
         assert status == 403
 

@@ -75,19 +75,35 @@ class Client:
         self.session_id = session_id
         self.identified = False
         self.timeline: list[dict[str, Any]] = []
+        self.opening: list[dict[str, Any]] = []
+        self._pending: list[dict[str, Any]] = []
+        self.closing: list[dict[str, Any]] | None = None
+
+    async def _opening(self) -> None:
+        identity = {"type": "cf_agent_identity", "name": self.session_id, "agent": "think"}
+        frames = [json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))]
+        if frames[0] != identity:  # (a session that cannot open sends the identity, then its error)
+            frames += [json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT)) for _ in range(2)]
+            history, resume, last = frames
+            assert history["type"] == "cf_agent_chat_messages" and history["connect"] is True, frames
+            assert resume["type"] in ("cf_agent_stream_resume_none", "cf_agent_stream_resuming", "cf_agent_stream_pending"), frames
+            assert last == identity, frames
+            self._pending = [history]
+        self.identified, self.opening = True, frames
 
     async def send(self, frame: Any) -> None:
         await self.ws.send(frame if isinstance(frame, str) else json.dumps(frame))
 
     async def recv(self, *, keep_timeline: bool = False) -> dict[str, Any]:
-        """The next frame; hook timeline frames are collected aside unless asked for, and the
-        identity frame that opens the connection is checked and skipped."""
+        """The next frame; hook timeline frames are collected aside unless asked for. The frames
+        that open the connection — the history, the resume state, the identity, in this order —
+        are checked; the history is the first frame returned, the other two are kept aside."""
         while True:
-            frame = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
             if not self.identified:
-                assert frame == {"type": "cf_agent_identity", "name": self.session_id, "agent": "think"}, frame
-                self.identified = True
-                continue
+                await self._opening()
+            if self._pending:
+                return self._pending.pop(0)
+            frame = json.loads(await asyncio.wait_for(self.ws.recv(), TIMEOUT))
             if frame.get("type") == "think_timeline" and not keep_timeline:
                 self.timeline.append(frame)
                 continue
@@ -115,11 +131,18 @@ class Client:
             assert isinstance(frame["body"], str)
             if frame["done"]:
                 assert frame["body"] == "" and "error" not in frame, frame
+                # The transcript a turn ends with comes before its done frame.
+                closing = [f for f in frames if f["type"] == "cf_agent_chat_messages"]
+                self.closing = closing[-1]["messages"] if closing else None
                 return chunks, frames
             assert frame["done"] is False
             chunks.append(json.loads(frame["body"]))
 
     async def snapshot(self) -> list[dict[str, Any]]:
+        """The transcript the last :meth:`stream` ended with, else the next snapshot."""
+        if self.closing is not None:
+            messages, self.closing = self.closing, None
+            return messages
         frame, _ = await self.until(lambda f: f["type"] == "cf_agent_chat_messages")
         return frame["messages"]
 
@@ -166,7 +189,7 @@ async def test_connect_sends_the_transcript_snapshot() -> None:
 # -- a tool-calling turn ---------------------------------------------------------------------------
 
 
-async def test_tool_calling_turn_streams_chunks_then_done_then_snapshot() -> None:
+async def test_tool_calling_turn_streams_chunks_then_snapshot_then_done() -> None:
     model = ScriptedModel(
         [
             Step(text="Checking the weather.", tool_calls=[call("get_weather", {"city": "Paris"}, id="call_w")]),
@@ -178,9 +201,10 @@ async def test_tool_calling_turn_streams_chunks_then_done_then_snapshot() -> Non
     async with serve(agent) as base, client(base) as c:
         assert (await c.recv())["messages"] == []
         await c.send(chat_request("req1", [user("Weather in Paris?", "u1")], tenant="acme", readonly=False))
-        chunks, _ = await c.stream("req1")
+        chunks, frames = await c.stream("req1")
         messages = await c.snapshot()
 
+    assert [f["type"] for f in frames[-2:]] == ["cf_agent_chat_messages", "cf_agent_use_chat_response"]
     assert collapse(types(chunks)) == [
         "start", "start-step", "text-start", "text-delta", "text-end",
         "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "finish-step",
