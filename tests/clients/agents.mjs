@@ -46,6 +46,28 @@ await run({
     tab.unmount();
   },
 
+  async "a sent message never leaves the screen; status never ready before the stream; ids equal the server's"() {
+    // The issue-33 property: a seeded history, a message sent as soon as the tab is ready.
+    const name = unique("visible");
+    await postChat(name, "weather in Lisbon?");
+    const tab = mountTab(name);
+    await connected(tab);
+    const from = tab.result.renders.length;
+    tab.now().sendMessage({ text: "weather in oslo" });
+    const done = await waitFor(() => tab.turnEnds.length === 1 && settled(tab), "the turn's end");
+    const sent = done.messages.filter((m) => m.role === "user").at(-1);
+    assert.equal(text(sent), "weather in oslo");
+    const after = tab.result.renders.slice(from).filter(Boolean);
+    const shownAt = after.findIndex((r) => r.messages.some((m) => m.id === sent.id));
+    assert.ok(shownAt >= 0 && after.slice(shownAt).every((r) => r.messages.some((m) => m.id === sent.id)),
+      "the sent message vanished from a render");
+    const statuses = after.map((r) => r.status).filter((s, i, all) => s !== all[i - 1]);
+    assert.deepEqual(statuses.slice(statuses.indexOf("submitted")), ["submitted", "streaming", "ready"], statuses.join(" → "));
+    const stored = await storedMessages(name);
+    assert.deepEqual(done.messages.map((m) => m.id), stored.map((m) => m.id));
+    tab.unmount();
+  },
+
   async "a turn streams; onTurnEnd says completed and names the user message"() {
     const tab = mountTab(unique("turn"));
     await connected(tab);
