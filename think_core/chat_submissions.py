@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .messages import is_tool_part
 from .store import Submission
+from .submission_intake import ANSWERS_KEY
 from .submission_recovery import REPLACING_KEY
-from .submissions import ANSWERS_KEY, BODY_KEY, TRIGGER_KEY, SubmissionQueue
+from .submissions import BODY_KEY, TRIGGER_KEY, SubmissionQueue
 from .tool_results import WAITING_STATES, ToolAnswer
 from .transcript import CONTINUE_TRIGGER, REGENERATE, SUBMIT, ClientTranscript, message_with_tool_call, reconcile
 from .types import Trigger, UIMessage

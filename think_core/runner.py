@@ -5,8 +5,8 @@ It holds the session's turn lock (FIFO; across processes when the store shares s
 message after it — the partial one too, on error or cancel — and fires ``on_chat_response``
 once the lock is released (so a hook may start the next turn of the same session).
 
-A request with ``store_answer`` (a durable submission) stores its answer through it instead:
-the message and the submission's completion are one transaction, and ``on_chat_response``
+A request's intake stores its answer: for a durable submission the message and the
+submission's completion are one transaction, and ``on_chat_response``
 fires after that commit — so a crash after it never produces a second answer, and one during
 the hook means the hook does not run again (at most once for that turn).
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import NestedTurnError
-from .messages import coerce_messages, new_id, origin_message_ids
+from .messages import new_id, origin_message_ids
 from .recovery import TurnRecovery
 from .stream_log import LiveStream
 from .turn_lock import TurnLock
@@ -165,14 +165,13 @@ class TurnRunner:
         self, request: TurnRequest, request_id: str, handle: ActiveTurn, builder: AssistantMessageBuilder,
         sink: _StreamSink | None,
     ) -> tuple[TurnOutcome | None, UIMessage | None]:
-        if request.should_apply is not None:
-            try:
-                if not await request.should_apply():
-                    return None, None
-            except asyncio.CancelledError:
-                if _absorb_cancel(handle):
-                    return TurnOutcome("aborted", error_text="aborted"), None
-                raise
+        try:
+            if not await request.intake.admit(self.db, self.session.id, request):
+                return None, None
+        except asyncio.CancelledError:
+            if _absorb_cancel(handle):
+                return TurnOutcome("aborted", error_text="aborted"), None
+            raise
         body = handle.body = await self._turn_body(request)
         replay = await request.journal.load()
         if replay.message_id is not None:  # resumed after a crash: the same answer, so far
@@ -187,7 +186,7 @@ class TurnRunner:
         builder.start()
         try:
             try:
-                await self._write_input(request)
+                await request.intake.write(self.db, self.session.id, request)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -228,28 +227,13 @@ class TurnRunner:
             await self.db.set_state(session_id, "last_body", request.body)
         return request.body
 
-    async def _write_input(self, request: TurnRequest) -> None:
-        incoming = request.incoming
-        if callable(incoming):
-            incoming = incoming(await self.db.list_messages(self.session.id))
-            if asyncio.iscoroutine(incoming):
-                incoming = await incoming
-            incoming = coerce_messages(incoming)
-        if incoming:
-            await self.db.append_messages(self.session.id, incoming)
-        if request.apply_incoming is not None:
-            await request.apply_incoming()
-
     async def _persist(
         self, request: TurnRequest, handle: ActiveTurn, builder: AssistantMessageBuilder, outcome: TurnOutcome
     ) -> UIMessage | None:
         message = builder.message() if builder.has_content() else None
-        if request.store_answer is not None:
-            if not await request.store_answer(message, outcome):
-                handle.answer_refused = True
-                return None
-        elif message is not None:
-            await self.db.upsert_message(self.session.id, message)
+        if not await request.intake.store_answer(self.db, self.session.id, message, outcome.status, outcome.error_text):
+            handle.answer_refused = True
+            return None
         if message is None:
             if builder.error_text is not None:
                 await self._note_error(builder.error_text, request.answers)

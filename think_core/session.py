@@ -28,7 +28,7 @@ from .store import Submission
 from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
 from .tool_results import Settle, apply_answer, approval_update, result_update
-from .transcript import replace_history, settled_answers
+from .transcript import TranscriptIntake, replace_history, settled_answers
 from .turn import TurnDeps
 from .turn_request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
@@ -502,8 +502,9 @@ class Session:
         sid = request_id or new_id("req")
         source = await self._chats.source(transcript, body, trigger, sid)
         if source is None:
-            request = TurnRequest(trigger, None, body=body, request_id=request_id, resumable=True)
-            request.should_apply = lambda: transcript.apply(self._db, self.id, request)
+            request = TurnRequest(
+                trigger, None, body=body, request_id=request_id, resumable=True, intake=TranscriptIntake(transcript)
+            )
             source = self.stream_request(request, stop_on_close=transcript.stop_on_close)
         async with aclosing(source) as chunks:
             async for chunk in chunks:

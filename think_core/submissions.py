@@ -26,15 +26,15 @@ from .errors import UnknownSubmission
 from .lease import LeaseKeeper
 from .messages import MessageInput, coerce_messages
 from .store import Submission
-from .submission_recovery import REPLACING_KEY, recover_orphaned_submissions
-from .tool_results import ToolAnswer, apply_answer
+from .submission_intake import SubmissionIntake
+from .submission_recovery import recover_orphaned_submissions
 from .turn_journal import TurnJournal
-from .turn_request import TurnOutcome, TurnRequest
+from .turn_request import TurnRequest
 from .types import Trigger
 
 if TYPE_CHECKING:
     from .store import AsyncStore
-    from .types import TurnResult, UIMessage
+    from .types import TurnResult
 
 logger = logging.getLogger("think.submissions")
 
@@ -52,10 +52,6 @@ _DONE = object()  # a listener's end of stream
 #: data, e.g. ``{"read_only": true}``), kept so that a turn resumed after a crash has them too.
 TRIGGER_KEY, BODY_KEY = "trigger", "body"
 
-#: A continuation's key in a submission's ``metadata``: the tool answers it applies (a client
-#: tool's results, a human's approvals). Its one message is the assistant message it continues,
-#: as the client sent it back; that message is never appended (it is stored already).
-ANSWERS_KEY = "answers"
 
 
 def _trigger_and_body(row: Submission) -> tuple[Trigger, dict[str, Any] | None]:
@@ -179,52 +175,18 @@ class SubmissionQueue:
 
     async def _run(self, row: Submission, *, recovering: bool) -> None:
         db, sid, session_id = self.db, row.submission_id, self.session_id
-
-        replacing = (row.metadata or {}).get(REPLACING_KEY)
-
-        async def apply() -> None:
-            if not recovering:
-                if replacing:
-                    await db.apply_submission_messages(session_id, sid, replacing_from=replacing)
-                else:
-                    await db.apply_submission_messages(session_id, sid)
-
-        async def still_running() -> bool:
-            current = await db.get_submission(session_id, sid)
-            return current is not None and current.status == "running"
-
-        answered = False
-
-        async def store_answer(message: UIMessage | None, outcome: TurnOutcome) -> bool:
-            nonlocal answered
-            answered = True  # stored, or refused because the row is not ours: never finish it here
-            stored: bool = await db.store_submission_answer(
-                session_id, sid, message, outcome.status, error=outcome.error_text
-            )
-            return stored
-
+        intake = SubmissionIntake(db, row, recovering=recovering)
         trigger, body = _trigger_and_body(row)
-        answers = (row.metadata or {}).get(ANSWERS_KEY)
-        if isinstance(answers, list):
-            # A continuation: its answers are applied under the turn lock, again after a crash
-            # (answering a call twice is ignored), and the turn continues the answered message.
-            async def apply() -> None:
-                for answer in answers:
-                    settled = ToolAnswer.from_dict(answer)
-                    await apply_answer(db, session_id, settled.tool_call_id, settled.settle())
-
         request = TurnRequest(
             trigger,
             None,
-            continuation=isinstance(answers, list),
+            continuation=intake.answers is not None,  # it continues the answered message
             body=body,
             emit=functools.partial(self._emit, sid),
             request_id=sid,
-            apply_incoming=apply,
-            should_apply=still_running,
+            intake=intake,
             answers=_answered_message_id(row),
             journal=TurnJournal(db, session_id, sid),
-            store_answer=store_answer,
             resumable=True,  # a page can follow it, after a restart too
         )
         if recovering:  # a fresh claim took the lease with the row; a retaken row renews it now
@@ -235,7 +197,7 @@ class SubmissionQueue:
             result = await self._run_turn(request)
             # A turn that stored its answer finished the row with it (or learnt it is not ours):
             # the rest ended without storing one (skipped, or failed before running).
-            if not answered:
+            if not intake.answered:
                 status, error = (result.status, result.error) if result.status != "skipped" else (
                     "aborted", "cancelled before it ran"
                 )
@@ -244,7 +206,7 @@ class SubmissionQueue:
             raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
-            if not answered:
+            if not intake.answered:
                 await db.finish_submission(session_id, sid, "error", error=f"{type(exc).__name__}: {exc}")
         finally:
             lease.stop()

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .client_authority import check_replacement
+from .intake import HistoryStore, MessagesIntake, TurnRequestFields
 from .messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
 from .tool_results import ToolAnswer, apply_answer
 from .types import Trigger, UIMessage
@@ -194,28 +195,6 @@ async def replace_history(
         await db.append_messages(session_id, append)
 
 
-class HistoryStore(Protocol):
-    """The part of the session's store that applying a transcript uses."""
-
-    async def list_messages(self, session_id: str) -> list[UIMessage]: ...
-
-    async def upsert_message(self, session_id: str, message: UIMessage) -> None: ...
-
-    async def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
-
-    async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
-
-
-class TurnRequestFields(Protocol):
-    """The fields of the session's turn request that applying a transcript decides."""
-
-    trigger: Trigger
-    incoming: Any
-    continuation: bool
-    body: dict[str, Any] | None
-    message_ids: list[str] | None
-
-
 @dataclass
 class ClientTranscript:
     """What a chat client sent — its messages, the AI SDK ``trigger`` and ``messageId``, and any
@@ -262,3 +241,15 @@ class ClientTranscript:
         self.appended = request.incoming = plan.append
         request.message_ids = origin_message_ids(self.messages)
         return True
+
+
+class TranscriptIntake(MessagesIntake):
+    """The intake of a chat client's transcript (see :mod:`think_core.intake`): applied when the
+    turn is admitted — its answers recorded, what it replaces cut, its new messages set as the
+    turn's incoming ones (``False``, no turn, when its answers leave a call waiting)."""
+
+    def __init__(self, transcript: ClientTranscript) -> None:
+        self.transcript = transcript
+
+    async def admit(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> bool:
+        return await self.transcript.apply(db, session_id, request)

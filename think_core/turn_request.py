@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .events import Usage
+from .intake import Intake, MessagesIntake
 from .turn_journal import Journal, NullJournal
-from .types import ErrorClassification, ErrorStage, Trigger, UIMessage
+from .types import ErrorClassification, ErrorStage, Trigger
 from .ui_stream import Emit
 
 __all__ = ["TurnFailed", "TurnOutcome", "TurnRequest"]
@@ -26,16 +26,13 @@ class TurnRequest:
     :param body: extra client data for this turn (``None`` on a continuation: the last body).
     :param emit: receives every UI message stream chunk (a plain function).
     :param request_id: the turn's id (generated when ``None``).
-    :param apply_incoming: writes the turn's input itself, under the lock (durable submissions).
-    :param should_apply: awaited under the lock before anything else; ``False`` skips the turn.
-        It may prepare the turn and rewrite this request (a chat client's transcript does).
+    :param intake: how the input arrives and where the answer goes (see :mod:`think_core.intake`):
+        the messages of ``incoming`` appended (the default), a chat client's transcript applied,
+        a durable submission's messages applied and its answer stored with its completion.
     :param answers: the id of the message this turn answers (a durable submission's user
         message): the model sees the history up to that message, never a later one.
     :param journal: what the turn records as it goes (a durable submission's step journal, from
         which a turn interrupted by a crash resumes; a :class:`NullJournal` otherwise).
-    :param store_answer: stores the turn's answer (``None`` when it has no parts) with its
-        outcome, in place of a plain upsert (a durable submission: answer and completion in one
-        transaction); ``False`` when the store refused it (the submission is not ours any more).
     :param resumable: record the turn's chunks (see :mod:`think_core.stream_log`), so that a
         client joining late replays and follows them.
     :param message_ids: the ids of the user messages the turn answers (told to clients when it
@@ -48,11 +45,9 @@ class TurnRequest:
     body: dict[str, Any] | None = None
     emit: Emit = None
     request_id: str | None = None
-    apply_incoming: Callable[[], Awaitable[Any]] | None = None
-    should_apply: Callable[[], Awaitable[bool]] | None = None
+    intake: Intake = field(default_factory=MessagesIntake)
     answers: str | None = None
     journal: Journal = field(default_factory=NullJournal)
-    store_answer: Callable[[UIMessage | None, TurnOutcome], Awaitable[bool]] | None = None
     resumable: bool = False
     message_ids: list[str] | None = None
 
