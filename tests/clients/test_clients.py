@@ -133,6 +133,7 @@ def test_both_client_suites_hold_every_time_under_cpu_load(think_serve: str) -> 
         for run in range(LOADED_RUNS):
             for script in ("ai_sdk.mjs", "agents.mjs"):
                 failure = _run_script(think_serve, script)
+                print(f"loaded run {run + 1} {script}: {'ok' if failure is None else 'FAIL'}", flush=True)
                 if failure is not None:
                     failures.append(f"run {run + 1}, {script}:\n{failure}")
     finally:
