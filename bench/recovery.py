@@ -13,6 +13,11 @@ Two kinds of owner: ``same-host`` (the worker records this machine: its death is
 whatever the lease) and ``foreign`` (the worker records another host name, so only the lease
 can tell: recovery waits for it).
 
+And the same two with *nobody* holding the session open (``open nowhere``): this process has
+only recovered (``agent.recover()``, as ``think serve`` does at start-up, before the worker
+accepted anything) and never opens the session; its sweep of the whole store finds the orphan
+and takes the session over (:mod:`think_core.takeover`). The time is read from the store.
+
     python bench/recovery.py [--rounds 10] [--lease 3] [--pg postgresql://...]
 """
 
@@ -99,18 +104,23 @@ class Recovery:
     killed_at: float
 
 
-async def kill_and_recover(db: str, lease: float, host: str | None, deadline: float = 60.0) -> tuple[Think, Recovery]:
-    """One round: the session held open here, the worker killed mid-turn, the wait for the
-    answer. Returns the holding agent (still open, for the caller to inspect and close)."""
+async def kill_and_recover(
+    db: str, lease: float, host: str | None, deadline: float = 60.0, *, open_here: bool = True
+) -> tuple[Think, Recovery]:
+    """One round: the session held open here (or, ``open_here=False``, only recovered: open
+    nowhere), the worker killed mid-turn, the wait for the answer. Returns the holding agent
+    (still running, for the caller to inspect and close)."""
     agent = holder(db, lease)
-    session = agent.session(SESSION)
-    await session.open()
+    if open_here:
+        await agent.session(SESSION).open()
+    else:
+        assert await agent.recover() == []  # nothing to resume yet: from now on it sweeps the store
     worker = start_worker(db, lease, host)
     try:
         assert worker.stdout is not None
         line = await asyncio.wait_for(asyncio.to_thread(worker.stdout.readline), deadline)
         assert line.strip() == "streaming", f"the worker stopped before streaming: {line!r}"
-        [before] = await session.list_submissions(status="running")
+        [before] = await asyncio.to_thread(agent.store.list_submissions, SESSION, status="running")
         worker.send_signal(signal.SIGKILL)
         killed_at = time.time()
         await asyncio.to_thread(worker.wait)
@@ -120,18 +130,37 @@ async def kill_and_recover(db: str, lease: float, host: str | None, deadline: fl
             worker.wait()
         if worker.stdout is not None:
             worker.stdout.close()
-    done = await session.wait_for_submission(before.submission_id, timeout=deadline)
+    done = await asyncio.wait_for(finished(agent.store, before.submission_id), deadline)
+    await agent.session(SESSION).submissions_drained()  # the turn's epilogue too, before the caller closes the agent
     return agent, Recovery(done.completed_at - killed_at if done.completed_at else float("nan"), before, done, killed_at)
+
+
+async def finished(store: Store, submission_id: str) -> Submission:
+    """The submission once final, read from the store (reading opens no session)."""
+    while True:
+        row = await asyncio.to_thread(store.get_submission, SESSION, submission_id)
+        if row is not None and row.status not in ("pending", "running"):
+            return row
+        await asyncio.sleep(0.01)
+
+
+#: The rounds' kinds: (name, the host the worker records, whether this process has the session open).
+KINDS = (
+    ("same host", None, True),
+    ("foreign", "another-machine", True),
+    ("same host, open nowhere", None, False),
+    ("foreign, open nowhere", "another-machine", False),
+)
 
 
 async def measure(rounds: int, lease: float, pg: str | None) -> dict[tuple[str, str], list[float]]:
     figures: dict[tuple[str, str], list[float]] = {}
     for store in ("SQLite", "PostgreSQL") if pg else ("SQLite",):
-        for kind, host in (("same host", None), ("foreign", "another-machine")):
+        for k, (kind, host, open_here) in enumerate(KINDS):
             for i in range(rounds):
                 with tempfile.TemporaryDirectory(prefix="think-recovery-") as workdir:
-                    db = os.path.join(workdir, "think.db") if store == "SQLite" else f"{pg}#recovery_{os.getpid()}_{i}_{kind[0]}"
-                    agent, recovery = await kill_and_recover(db, lease, host)
+                    db = os.path.join(workdir, "think.db") if store == "SQLite" else f"{pg}#recovery_{os.getpid()}_{i}_{k}"
+                    agent, recovery = await kill_and_recover(db, lease, host, open_here=open_here)
                     await agent.aclose()
                 figures.setdefault((store, kind), []).append(recovery.seconds)
     return figures

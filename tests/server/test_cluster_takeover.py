@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest

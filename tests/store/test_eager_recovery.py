@@ -2,7 +2,8 @@
 mid-turn while this process has the session open the whole time (``bench/recovery.py`` runs
 the same rounds and reports the times). Nobody opens the session again: the open session takes
 the submission over — at once when its owner was a process on this host, once the owner's
-lease expired when the owner recorded another host — and answers it once."""
+lease expired when the owner recorded another host — and answers it once. A process that has
+only recovered (as ``think serve`` does), with the session open nowhere, takes it over too."""
 
 from __future__ import annotations
 
@@ -68,6 +69,19 @@ async def test_a_foreign_owner_is_recovered_once_its_lease_expired_and_not_befor
         # Its death cannot be seen from here: the lease alone decides (it may have been renewed
         # once more after it was read, so the takeover is at its expiry as read or later).
         assert after.status == "completed" and after.completed_at >= before.lease_expires_at
+        assert after.owner == agent.store.submission_owner()
+        assert await _history(agent) == [("user", "question"), ("assistant", bench.RECOVERED_ANSWER)]
+    finally:
+        await agent.aclose()
+
+
+async def test_a_dead_owner_of_a_session_open_nowhere_is_taken_over_by_a_recovering_process(db: str) -> None:
+    lease = 120.0  # only the sweep seeing the owner gone can recover it in time
+    agent, recovery = await bench.kill_and_recover(db, lease, None, deadline=60.0, open_here=False)
+    try:
+        before, after = recovery.before_kill, recovery.after
+        assert before.owner is not None and before.owner.pid != os.getpid()
+        assert after.status == "completed" and after.completed_at < before.lease_expires_at
         assert after.owner == agent.store.submission_owner()
         assert await _history(agent) == [("user", "question"), ("assistant", bench.RECOVERED_ANSWER)]
     finally:
