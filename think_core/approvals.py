@@ -46,6 +46,6 @@ async def run_approved_calls(
     if not calls:
         return None
     if builder.message_id != message.id:
-        builder = AssistantMessageBuilder.resume(message, builder._emit)
+        builder = builder.over(message)
     await make_runner(builder, frozenset(c.id for c in calls)).run_all(step_number, calls, tools, messages)
     return builder.message(message.metadata)

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from .compaction import CompactionResult, TokenCounter, estimate_tokens
 from .events import Usage
-from .messages import new_id, to_model_messages
+from .messages import to_model_messages
 from .models.base import ModelMessage
-from .turn import Turn, TurnDeps
+from .turn import HistoryLoader, Turn, TurnDeps
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
 from .types import ChatErrorContext, ErrorStage, UIMessage
 from .ui_stream import AssistantMessageBuilder
@@ -72,6 +72,7 @@ class TurnRecovery:
         continuation = request.continuation
         attempts = 0
         while True:
+            history, reload_history, approvals = await self._turn_inputs(builder, continuation, request.answers)
             turn = Turn(
                 self.deps,
                 self.session,
@@ -80,12 +81,14 @@ class TurnRecovery:
                 continuation=continuation,
                 body=body,
                 builder=builder,
-                history=[],
+                history=history,
+                reload_history=reload_history,
+                approvals=approvals,
                 last_input_tokens=self.memory.last_input_tokens,
                 journal=request.journal,
             )
             try:
-                outcome = await self._attempt(turn, request_id, continuation, request.answers)
+                outcome = await self._attempt(turn, request_id)
             except TurnFailed as failure:
                 await self._classify(failure, request_id, body)
                 if failure.classification == "context_overflow" and overflow.reactive and attempts < overflow.max_retries:
@@ -94,7 +97,7 @@ class TurnRecovery:
                     if compaction is not None and compaction.shortened:
                         builder.reset()  # the partial of the failed attempt is discarded, never persisted
                         if continuation:  # re-run as a turn of its own: the message it continued stays
-                            builder.message_id = new_id()
+                            builder.renumber()
                         await request.journal.reset()
                         builder.data("think-compaction", {"reason": "reactive", "attempt": attempts})
                         continuation = False
@@ -107,19 +110,25 @@ class TurnRecovery:
             builder.finish()
             return outcome
 
-    async def _attempt(self, turn: Turn, request_id: str, continuation: bool, answers: str | None) -> TurnOutcome:
+    async def _turn_inputs(
+        self, builder: AssistantMessageBuilder, continuation: bool, answers: str | None
+    ) -> tuple[list[ModelMessage], HistoryLoader, UIMessage | None]:
+        """What a turn starts from: the history the model sees (up to the message it answers),
+        how to read it again, and — for a continuation — the message it continues, whose
+        approved calls run in its first step (the answer goes on in it)."""
         db, session_id = self.deps.db, self.session.id
+        last: UIMessage | None = None
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
-            if last is not None and last.id == turn.builder.message_id and not turn.builder.parts:
-                turn.builder.restore(last.id, last.parts)  # the answer goes on in it
-            turn.approvals = last  # its approved calls run in the turn's first step
+            if last is not None and last.id == builder.message_id and not builder.parts:
+                builder.restore(last.id, last.parts)
 
         async def load_history() -> list[ModelMessage]:
             return to_model_messages(_up_to(await db.history(session_id), answers))
 
-        turn.reload_history = load_history
-        turn.history = await load_history()
+        return await load_history(), load_history, last
+
+    async def _attempt(self, turn: Turn, request_id: str) -> TurnOutcome:
         try:
             return await turn.run()
         except (TurnFailed, asyncio.CancelledError):
@@ -166,7 +175,7 @@ class TurnRecovery:
         user saw; the runner stores it again afterwards with the error text the hook settled on."""
         await self._classify(failure, request_id, body, persisted)
         if save_partial is not None:
-            builder.error_text = str(failure.error) or type(failure.error).__name__
+            builder.note_error(str(failure.error) or type(failure.error).__name__)
             await save_partial()
         error_text = await self._report(failure, request_id, body, persisted)
         builder.error(error_text)

@@ -215,7 +215,7 @@ class TurnRunner:
         running its approved calls, see ``TurnRecovery``) and stores the whole of it."""
         history = await self.db.list_messages(self.session.id)
         if history and history[-1].role == "assistant":
-            builder.message_id = history[-1].id
+            builder.continue_message(history[-1].id)
 
     async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
         """A continuation without a body of its own reuses the last turn's body."""
@@ -238,7 +238,7 @@ class TurnRunner:
             if builder.error_text is not None:
                 await self._note_error(builder.error_text, request.answers)
             return None
-        builder.persisted = message
+        builder.mark_persisted(message)
         return message
 
     async def _save_partial(self, request: TurnRequest, builder: AssistantMessageBuilder) -> None:

@@ -62,7 +62,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("think.turn")
 
-__all__ = ["Turn", "TurnDeps", "TurnFailed", "TurnOutcome", "TurnRequest"]
+__all__ = ["HistoryLoader", "Turn", "TurnDeps", "TurnFailed", "TurnOutcome", "TurnRequest"]
+
+
+#: Reads the history the model sees again (after approved calls wrote their results into it).
+HistoryLoader = Callable[[], Awaitable[list[ModelMessage]]]
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,8 @@ class Turn(RetriedSteps):
         body: dict[str, Any] | None,
         builder: AssistantMessageBuilder,
         history: list[ModelMessage],
+        reload_history: HistoryLoader | None = None,
+        approvals: UIMessage | None = None,
         last_input_tokens: int = 0,
         journal: Journal,
     ) -> None:
@@ -126,8 +132,8 @@ class Turn(RetriedSteps):
         self.proactive_attempts = 0
         #: A continuation's message whose approved calls run in its first step (see ``approvals``),
         #: and how the turn reloads its history once they have.
-        self.approvals: UIMessage | None = None
-        self.reload_history: Callable[[], Awaitable[list[ModelMessage]]] | None = None
+        self.approvals = approvals
+        self.reload_history = reload_history
         self.tool_runner = ToolCallRunner(
             session, request_id, self.hooks, builder, invalid_inputs=self.invalid_inputs, body=body, journal=journal
         )
@@ -213,7 +219,7 @@ class Turn(RetriedSteps):
             list(config.messages) if config.messages is not None else list(self.history)
         )
         if config.send_reasoning is not None:
-            self.builder.send_reasoning = config.send_reasoning
+            self.builder.show_reasoning(config.send_reasoning)
         return TurnPlan(
             model=model,
             system=config.system if config.system is not None else deps.system,

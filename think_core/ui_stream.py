@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .messages import new_id
 from .types import UIMessage
 
 Emit = Callable[[dict[str, Any]], None] | None
@@ -84,6 +85,32 @@ class AssistantMessageBuilder:
         self.error_text = error_text
         if self._emit:
             self._emit({"type": "error", "errorText": error_text})
+
+    def note_error(self, error_text: str) -> None:
+        """The error the turn failed with, as it stands before ``on_chat_error`` settles it
+        (stored with the partial answer; :meth:`error` streams the final one)."""
+        self.error_text = error_text
+
+    def mark_persisted(self, message: UIMessage) -> None:
+        """The answer as the store now holds it."""
+        self.persisted = message
+
+    def continue_message(self, message_id: str) -> None:
+        """Build on as the message ``message_id`` (a continuation extends the answer it continues)."""
+        self.message_id = message_id
+
+    def renumber(self) -> None:
+        """Build a new message from here (a continuation re-run as a turn of its own)."""
+        self.message_id = new_id()
+
+    def show_reasoning(self, send_reasoning: bool) -> None:
+        """Whether reasoning is streamed to clients (a turn's config may decide it)."""
+        self.send_reasoning = send_reasoning
+
+    def over(self, message: UIMessage) -> AssistantMessageBuilder:
+        """A builder over ``message`` that streams where this one does (to write results of
+        calls of an earlier message while this turn streams)."""
+        return AssistantMessageBuilder.resume(message, self._emit)
 
     def data(self, name: str, data: Any) -> None:
         """A transient ``data-<name>`` chunk (not part of the persisted message)."""
