@@ -24,7 +24,7 @@ from .session import Session
 from .store import AsyncStore, Store, open_store
 from .store.shared import SharedSessions
 from .takeover import Takeovers, drain
-from .tools import Tool
+from .tools import AnyTool, Tool
 from .turn import TurnDeps
 
 logger = logging.getLogger("think.agent")
@@ -83,7 +83,7 @@ class Think:
         model: Any = None,
         *,
         system: str = DEFAULT_SYSTEM,
-        tools: Iterable[Tool | MCPServer] = (),
+        tools: Iterable[AnyTool | MCPServer] = (),
         plugins: Iterable[Any] = (),
         store: Store | str | None = None,
         settings: Mapping[str, Any] | None = None,
@@ -107,7 +107,7 @@ class Think:
         self._http = SharedClient()
         self.model = self.resolve_model(model) if model is not None else None
         self.system = system
-        self.tools: dict[str, Tool] = {}
+        self.tools: dict[str, AnyTool] = {}
         tools = list(tools)
         mcp_servers = [t for t in tools if isinstance(t, MCPServer)]
         if mcp_servers:  # the plugin adds the servers' tools to self.tools, and aclose() closes them

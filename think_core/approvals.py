@@ -13,7 +13,7 @@ from collections.abc import Callable
 from .messages import is_tool_part, tool_name_of
 from .models.base import ModelMessage, ToolCallRequest
 from .tool_calls import ToolCallRunner
-from .tools import Tool
+from .tools import AnyTool
 from .types import UIMessage
 from .ui_stream import AssistantMessageBuilder
 
@@ -36,7 +36,7 @@ async def run_approved_calls(
     builder: AssistantMessageBuilder,
     make_runner: MakeRunner,
     step_number: int,
-    tools: dict[str, Tool],
+    tools: dict[str, AnyTool],
     messages: list[ModelMessage],
 ) -> UIMessage | None:
     """Run the approved calls of ``message`` and write their results into it; returns the

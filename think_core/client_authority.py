@@ -24,6 +24,7 @@ run by the server, a ``messageId`` of another chat — is refused with
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 from .errors import ClientRequestRefused
 from .messages import PENDING_TOOL_STATES, is_tool_part, tool_name_of
@@ -155,7 +156,7 @@ def check_replacement(stored: Sequence[UIMessage], incoming: Sequence[UIMessage]
     return resolved
 
 
-def waiting_parts(stored: Iterable[UIMessage]) -> dict[str, dict]:
+def waiting_parts(stored: Iterable[UIMessage]) -> dict[str, dict[str, Any]]:
     """The tool parts of the assistant's messages still waiting, by call id."""
     return {
         str(p.get("toolCallId")): p

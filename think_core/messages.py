@@ -22,7 +22,7 @@ SETTLED_TOOL_STATES = frozenset({"output-available", "output-error", "output-den
 # Tool-part states that wait for the client (a client tool or a human approval).
 PENDING_TOOL_STATES = frozenset({"input-available", "approval-requested", "approval-responded"})
 
-MessageInput = str | UIMessage | dict | Sequence[UIMessage | dict]
+MessageInput = str | UIMessage | dict[str, Any] | Sequence[UIMessage | dict[str, Any]]
 
 
 def new_id(prefix: str = "msg") -> str:
@@ -54,14 +54,14 @@ def coerce_messages(value: MessageInput) -> list[UIMessage]:
 
 
 def is_tool_part(part: dict[str, Any]) -> bool:
-    kind = part.get("type", "")
+    kind = str(part.get("type", ""))
     return kind.startswith("tool-") or kind == "dynamic-tool"
 
 
 def tool_name_of(part: dict[str, Any]) -> str:
     if part.get("type") == "dynamic-tool":
-        return part.get("toolName", "")
-    return part["type"][len("tool-"):]
+        return str(part.get("toolName", ""))
+    return str(part["type"])[len("tool-"):]
 
 
 def to_model_messages(history: Iterable[UIMessage]) -> list[ModelMessage]:

@@ -247,7 +247,7 @@ class Session:
         turn runs on to its end and is stored (nobody follows it here any more)."""
         self._assert_not_nested(request.trigger)
         request.request_id = request.request_id or new_id("req")
-        queue: asyncio.Queue = asyncio.Queue()
+        queue: asyncio.Queue[Any] = asyncio.Queue()
         done = object()
         followed = True
 

@@ -93,7 +93,7 @@ class SubmissionQueue:
         self.lease = lease
         self._run_turn = run_turn
         self._cancel = cancel
-        self._drain_task: asyncio.Task | None = None
+        self._drain_task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
         # Who follows the turn of a submission live (a server chat's stream), by submission id.
         self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
@@ -121,7 +121,7 @@ class SubmissionQueue:
 
     async def _accept(
         self,
-        messages: list,
+        messages: MessageInput,
         submission_id: str | None,
         idempotency_key: str | None,
         metadata: dict[str, Any] | None,

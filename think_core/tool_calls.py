@@ -30,7 +30,7 @@ from pydantic_core import to_jsonable_python
 from .errors import HookTimeout
 from .events import ToolResult
 from .models.base import ModelMessage, ToolCallRequest
-from .tools import Tool, ToolInputError
+from .tools import AnyTool, ToolInputError
 from .turn_journal import INTERRUPTED_CALL, Journal
 from .types import (
     ChunkContext,
@@ -90,14 +90,14 @@ class ToolCallRunner:
         self.body = body
 
     async def run_all(
-        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, Tool], messages: list[ModelMessage]
+        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, AnyTool], messages: list[ModelMessage]
     ) -> list[ToolOutcome]:
         if len(calls) == 1:
             return [await self._run_one(step_number, calls[0], tools, messages)]
         return list(await asyncio.gather(*(self._run_one(step_number, c, tools, messages) for c in calls)))
 
     async def _run_one(
-        self, step_number: int, call: ToolCallRequest, tools: dict[str, Tool], messages: list[ModelMessage]
+        self, step_number: int, call: ToolCallRequest, tools: dict[str, AnyTool], messages: list[ModelMessage]
     ) -> ToolOutcome:
         tool = tools.get(call.name)
         invalid_raw = self.invalid_inputs.get(call.id)
@@ -181,7 +181,7 @@ class ToolCallRunner:
         self,
         step_number: int,
         call: ToolCallRequest,
-        tool: Tool | None,
+        tool: AnyTool | None,
         messages: list[ModelMessage],
         started: float,
     ) -> ToolOutcome | None:
@@ -206,7 +206,7 @@ class ToolCallRunner:
             step_number, call, tool, messages, started, "allow", error=INTERRUPTED_CALL, interrupted=True
         )
 
-    async def _execute(self, step_number: int, tool: Tool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
+    async def _execute(self, step_number: int, tool: AnyTool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
         function = tool.function
         if function is None:  # a client tool: its calls wait for the client and never get here
             raise TypeError(f"tool {tool.name!r} has no implementation to run")
@@ -244,7 +244,7 @@ class ToolCallRunner:
         self,
         step_number: int,
         call: ToolCallRequest,
-        tool: Tool | None,
+        tool: AnyTool | None,
         messages: list[ModelMessage],
         started: float,
         decision: ToolDecisionAction,

@@ -130,7 +130,7 @@ class _InputValidator:
         return dict(raw)
 
 
-def _signature_model(function: Callable[..., Any]) -> TypeAdapter:
+def _signature_model(function: Callable[..., Any]) -> TypeAdapter[Any]:
     from pydantic import create_model
 
     fields: dict[str, Any] = {}
@@ -229,10 +229,14 @@ def tool(
     return build
 
 
-def client_tools_from(specs: Any) -> dict[str, Tool]:
+#: A tool of any signature (what collections of tools hold).
+AnyTool = Tool[Any, Any]
+
+
+def client_tools_from(specs: Any) -> dict[str, AnyTool]:
     """Client tools described by a chat client (``[{name, description, parameters}]``, the
     ``clientTools`` field of a request body)."""
-    tools: dict[str, Tool] = {}
+    tools: dict[str, AnyTool] = {}
     if not isinstance(specs, list):
         return tools
     for spec in specs:

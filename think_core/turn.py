@@ -40,7 +40,7 @@ from .step_attempts import RetriedSteps
 from .step_stream import CallIds
 from .structured_output import output_spec, parse_output
 from .tool_calls import ToolCallRunner, ToolOutcome
-from .tools import Tool, client_tools_from
+from .tools import AnyTool, client_tools_from
 from .turn_journal import Journal
 from .turn_plan import TurnPlan, checked_tools, compaction_data, step_settings, with_continue_checkpoint
 from .turn_request import TurnFailed, TurnOutcome, TurnRequest
@@ -75,7 +75,7 @@ class TurnDeps:
 
     hooks: HookDispatcher
     db: AsyncStore
-    tools: Mapping[str, Tool]
+    tools: Mapping[str, AnyTool]
     system: str
     model: Any
     resolve_model: Callable[[Any], Any]
@@ -139,9 +139,9 @@ class Turn(RetriedSteps):
         )
 
     # ------------------------------------------------------------------------------------
-    def base_tools(self) -> dict[str, Tool]:
+    def base_tools(self) -> dict[str, AnyTool]:
         """The agent's tools plus the client tools the request body declares."""
-        tools: dict[str, Tool] = dict(self.deps.tools)
+        tools: dict[str, AnyTool] = dict(self.deps.tools)
         if self.body:
             for name, client_tool in client_tools_from(self.body.get("clientTools")).items():
                 tools.setdefault(name, client_tool)
@@ -232,7 +232,7 @@ class Turn(RetriedSteps):
             settings=config.call_settings(CallSettings()),
         )
 
-    async def _step_request(self, step_number: int, plan: TurnPlan) -> tuple[Any, ModelRequest, dict[str, Tool]]:
+    async def _step_request(self, step_number: int, plan: TurnPlan) -> tuple[Any, ModelRequest, dict[str, AnyTool]]:
         """``before_step``, then the model request of this step with its ``StepConfig`` applied."""
         messages = self.base_messages + self.step_messages
         step_ctx = StepContext(
@@ -264,7 +264,7 @@ class Turn(RetriedSteps):
         return model, request, tools
 
     async def _run_approvals(
-        self, step_number: int, tools: dict[str, Tool], messages: list[ModelMessage]
+        self, step_number: int, tools: dict[str, AnyTool], messages: list[ModelMessage]
     ) -> list[ModelMessage]:
         """Run the approved calls of the continued message; the step's messages, with their results."""
         message, self.approvals = self.approvals, None

@@ -59,7 +59,7 @@ class TurnLock:
                     return
             except asyncio.CancelledError:
                 # The try may have succeeded in its thread after all: never keep a lock we leave.
-                if not attempt.cancelled() and await asyncio.gather(attempt, return_exceptions=True) == [True]:
+                if not attempt.cancelled() and list(await asyncio.gather(attempt, return_exceptions=True)) == [True]:
                     await asyncio.to_thread(shared.release)
                 raise
             await asyncio.sleep(delay)

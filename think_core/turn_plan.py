@@ -9,7 +9,7 @@ from typing import Any
 
 from .compaction import CompactionResult
 from .models.base import CallSettings, ModelMessage, OutputSpec, UserMessage, deep_merge
-from .tools import Tool
+from .tools import AnyTool, Tool
 
 __all__ = ["TurnPlan", "checked_tools", "compaction_data", "step_settings", "with_continue_checkpoint"]
 
@@ -20,7 +20,7 @@ class TurnPlan:
 
     model: Any
     system: str
-    tools: dict[str, Tool]
+    tools: dict[str, AnyTool]
     active_tools: list[str] | None
     tool_choice: Any
     max_steps: int
@@ -32,8 +32,8 @@ class TurnPlan:
 _CONTINUE_CHECKPOINT = "Continue your previous response from exactly where it left off. Do not repeat any of it."
 
 
-def checked_tools(extra: list[Any] | None) -> dict[str, Tool]:
-    tools: dict[str, Tool] = {}
+def checked_tools(extra: list[Any] | None) -> dict[str, AnyTool]:
+    tools: dict[str, AnyTool] = {}
     for item in extra or ():
         if not isinstance(item, Tool):
             raise TypeError(f"TurnConfig.tools must hold Tool objects (use @tool), got {item!r}")

@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from .events import Chunk, Usage
 from .models.base import CallSettings, ModelMessage, ReasoningBlock, ToolCallRequest, ToolChoice
-from .tools import Tool
+from .tools import AnyTool
 
 Trigger = Literal[
     "chat", "stream", "save_messages", "submit", "continue", "auto_continue", "websocket", "http"
@@ -272,7 +272,7 @@ class ToolCallContext(_Context):
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
-    tool: Annotated[Tool, SkipValidation]
+    tool: Annotated[AnyTool, SkipValidation]
     """The tool being called: ``ctx.tool.annotations.read_only``, ``ctx.tool.name``, ..."""
     messages: list[ModelMessage]
 
@@ -317,7 +317,7 @@ class ToolCallResultContext(_Context):
     tool_call_id: str
     tool_name: str
     input: dict[str, Any]
-    tool: Annotated[Tool | None, SkipValidation] = None
+    tool: Annotated[AnyTool | None, SkipValidation] = None
     """The tool that was called (``None`` when the model named no known tool)."""
     messages: list[ModelMessage] = Field(default_factory=list)
     success: bool

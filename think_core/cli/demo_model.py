@@ -48,7 +48,7 @@ INTRODUCTION = (
 
 
 @tool(read_only=True)
-def get_weather(city: str) -> dict:
+def get_weather(city: str) -> dict[str, Any]:
     """Current weather for a city."""
     name, temp, sky = CITIES.get(city.lower(), (city, 0, ""))
     if not sky:  # a made-up but stable forecast for any other city

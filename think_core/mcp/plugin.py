@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..markers import hookimpl
-from ..tools import Tool
+from ..tools import AnyTool
 from .server import MCPServer
 from .tools import MCPTool
 
@@ -25,7 +25,7 @@ class MCPTools:
 
     name = "mcp"
 
-    def __init__(self, servers: Iterable[MCPServer], tools: MutableMapping[str, Tool]) -> None:
+    def __init__(self, servers: Iterable[MCPServer], tools: MutableMapping[str, AnyTool]) -> None:
         self.servers = list(servers)
         self._tools = tools
 

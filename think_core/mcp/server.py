@@ -162,7 +162,7 @@ class MCPServer:
             raise MissingMCPExtra() from exc
         kind, spec = self._transport
         factory = connection.stdio_client_factory(**spec) if kind == "stdio" else connection.http_client_factory(**spec)
-        conn = connection.Connection(factory, self.name, remote=kind == "http")
+        conn: Connection = connection.Connection(factory, self.name, remote=kind == "http")
         specs = await conn.start(self.connect_timeout)
         self._conn = conn
         if not self._tools:  # the names the model was offered stay those of the first listing

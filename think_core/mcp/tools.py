@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..tools import Tool, ToolAnnotations
+from ..tools import AnyTool, ToolAnnotations
 from .errors import MCPToolError
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["MCPTool", "annotations_from", "tool_output"]
 
 
-class MCPTool(Tool):
+class MCPTool(AnyTool):
     """A tool of an :class:`~think_core.mcp.MCPServer`; calling it calls the server.
 
     The arguments are checked against the server's schema (its required keys) here and validated

@@ -71,7 +71,8 @@ def resolve_model(spec: str | Model | Any, *, client: AnyClient = None) -> Model
     if factory is None:
         known = ", ".join(sorted(_FACTORIES))
         raise ConfigurationError(f"unknown model provider {prefix!r} in {spec!r}; known: {known}")
-    return factory(rest, client)
+    model: Model = factory(rest, client)
+    return model
 
 
 def _openai(name: str, client: AnyClient) -> Model:

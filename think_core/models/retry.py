@@ -92,7 +92,7 @@ def backoff_delay(
     if retry_after is not None and retry_after > 0:
         return retry_after if max_retry_after is None else min(retry_after, max_retry_after)
     doublings = min(max(attempt - 1, 0), _MAX_DOUBLINGS)
-    base = min(initial_delay * 2**doublings, max_delay)
+    base: float = min(initial_delay * 2.0**doublings, max_delay)
     return base * (1 - 0.25 * random.random())
 
 
