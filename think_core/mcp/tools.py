@@ -8,15 +8,20 @@ read-only, destructive, not idempotent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..tools import AnyTool, ToolAnnotations
 from .errors import MCPToolError
 
-if TYPE_CHECKING:
-    from .server import MCPServer
+__all__ = ["MCPTool", "ToolServer", "annotations_from", "tool_output"]
 
-__all__ = ["MCPTool", "annotations_from", "tool_output"]
+
+class ToolServer(Protocol):
+    """What a tool needs of its server (an :class:`~think_core.mcp.MCPServer`)."""
+
+    name: str
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], *, repeatable: bool = False) -> Any: ...
 
 
 class MCPTool(AnyTool):
@@ -26,7 +31,7 @@ class MCPTool(AnyTool):
     in full by the server, whose complaint comes back as an error result the model can read.
     """
 
-    def __init__(self, server: MCPServer, spec: Any, name: str) -> None:
+    def __init__(self, server: ToolServer, spec: Any, name: str) -> None:
         super().__init__(
             name,
             spec.description or spec.title or "",

@@ -14,17 +14,12 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .base import Store
+from .base import Store, is_postgres_url
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
 T = TypeVar("T")
-
-
-def is_postgres_url(spec: object) -> bool:
-    """Whether ``spec`` names a PostgreSQL database (rather than a SQLite file)."""
-    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
 def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:

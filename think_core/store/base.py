@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from ..types import UIMessage
 
 __all__ = [
+    "is_postgres_url",
     "COMPACTION_ROLE",
     "COMPACTION_SUMMARY_PREFIX",
     "TERMINAL_SUBMISSION_STATUSES",
@@ -46,6 +47,11 @@ TERMINAL_SUBMISSION_STATUSES: tuple[str, ...] = ("completed", "error", "aborted"
 #: of the prompt, while a user message is valid anywhere in the conversation.
 COMPACTION_ROLE: Literal["user"] = "user"
 COMPACTION_SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
+
+
+def is_postgres_url(spec: object) -> bool:
+    """Whether ``spec`` names a PostgreSQL database (rather than a SQLite file)."""
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
 
 
 class SubmissionOwner(BaseModel):

@@ -43,8 +43,7 @@ from ._rows import RowsBase
 from ._session_rows import SessionRows
 from ._stream_rows import StreamRows
 from ._submission_rows import SubmissionRows
-from .aio import is_postgres_url
-from .base import StreamInfo
+from .base import StreamInfo, is_postgres_url
 from .shared import StreamListener
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "is_postgres_url"]
