@@ -34,7 +34,7 @@ from .types import Trigger
 
 if TYPE_CHECKING:
     from .store import AsyncStore
-    from .types import TurnResult
+    from .types import TurnResult, UIMessage
 
 logger = logging.getLogger("think.submissions")
 
@@ -121,7 +121,7 @@ class SubmissionQueue:
 
     async def _accept(
         self,
-        messages: MessageInput,
+        messages: list[UIMessage],
         submission_id: str | None,
         idempotency_key: str | None,
         metadata: dict[str, Any] | None,
@@ -152,11 +152,11 @@ class SubmissionQueue:
         session_id = self.session_id
         while True:
             recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
-            for row in recovered:
-                await self._run(row, recovering=True)
-            row = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
-            if row is not None:
-                await self._run(row, recovering=False)
+            for retaken in recovered:
+                await self._run(retaken, recovering=True)
+            claimed = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
+            if claimed is not None:
+                await self._run(claimed, recovering=False)
                 continue
             if recovered:
                 continue

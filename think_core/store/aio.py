@@ -10,11 +10,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .base import Store, is_postgres_url
+from ..types import UIMessage
+from .base import JournalEntry, Store, StreamInfo, Submission, UnfinishedSubmission, is_postgres_url
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
@@ -57,14 +58,160 @@ class AsyncStore:
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.sync, name)
+    async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await self._on_store_thread(functools.partial(method, *args, **kwargs))
 
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await self._on_store_thread(functools.partial(method, *args, **kwargs))
+    # -- the Store protocol, awaited (one method each, so every call is type-checked) ----------
+    async def ensure_session(self, session_id: str) -> None:
+        return await self._call(self.sync.ensure_session, session_id)
 
-        call.__name__ = name
-        return call
+    async def list_messages(self, session_id: str) -> list[UIMessage]:
+        return await self._call(self.sync.list_messages, session_id)
+
+    async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
+        return await self._call(self.sync.append_messages, session_id, messages)
+
+    async def upsert_message(self, session_id: str, message: UIMessage) -> None:
+        return await self._call(self.sync.upsert_message, session_id, message)
+
+    async def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int:
+        return await self._call(self.sync.delete_messages, session_id, message_ids)
+
+    async def clear_messages(self, session_id: str) -> None:
+        return await self._call(self.sync.clear_messages, session_id)
+
+    async def add_compaction(self, session_id: str, from_message_id: str, to_message_id: str, summary: str) -> int:
+        return await self._call(self.sync.add_compaction, session_id, from_message_id, to_message_id, summary)
+
+    async def history(self, session_id: str) -> list[UIMessage]:
+        return await self._call(self.sync.history, session_id)
+
+    async def create_submission(
+        self,
+        session_id: str,
+        messages: Sequence[UIMessage],
+        *,
+        submission_id: str | None = None,
+        idempotency_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[Submission, bool]:
+        return await self._call(
+            self.sync.create_submission,
+            session_id,
+            messages,
+            submission_id=submission_id,
+            idempotency_key=idempotency_key,
+            metadata=metadata,
+        )
+
+    async def get_submission(self, session_id: str, submission_id: str) -> Submission | None:
+        return await self._call(self.sync.get_submission, session_id, submission_id)
+
+    async def list_submissions(
+        self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
+    ) -> list[Submission]:
+        return await self._call(self.sync.list_submissions, session_id, status, limit)
+
+    async def claim_next_submission(
+        self, session_id: str, *, in_order: bool = False, lease: float | None = None
+    ) -> Submission | None:
+        return await self._call(self.sync.claim_next_submission, session_id, in_order=in_order, lease=lease)
+
+    async def heartbeat_submission(self, session_id: str, submission_id: str) -> bool:
+        return await self._call(self.sync.heartbeat_submission, session_id, submission_id)
+
+    async def store_submission_answer(
+        self, session_id: str, submission_id: str, message: UIMessage | None, status: str, error: str | None = None
+    ) -> bool:
+        return await self._call(self.sync.store_submission_answer, session_id, submission_id, message, status, error)
+
+    async def apply_submission_messages(
+        self, session_id: str, submission_id: str, *, replacing_from: str | None = None
+    ) -> list[UIMessage]:
+        return await self._call(
+            self.sync.apply_submission_messages, session_id, submission_id, replacing_from=replacing_from
+        )
+
+    async def mark_submission_applied(self, session_id: str, submission_id: str) -> bool:
+        return await self._call(self.sync.mark_submission_applied, session_id, submission_id)
+
+    async def requeue_submission(self, session_id: str, submission_id: str) -> bool:
+        return await self._call(self.sync.requeue_submission, session_id, submission_id)
+
+    async def finish_submission(
+        self, session_id: str, submission_id: str, status: str, error: str | None = None
+    ) -> bool:
+        return await self._call(self.sync.finish_submission, session_id, submission_id, status, error)
+
+    async def journal_submission(
+        self, session_id: str, submission_id: str, kind: str, key: str, data: dict[str, Any]
+    ) -> bool:
+        return await self._call(self.sync.journal_submission, session_id, submission_id, kind, key, data)
+
+    async def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]:
+        return await self._call(self.sync.submission_journal, session_id, submission_id)
+
+    async def retake_stale_submissions(
+        self, session_id: str, *, stale_after: float | None = None, lease: float | None = None
+    ) -> list[Submission]:
+        return await self._call(self.sync.retake_stale_submissions, session_id, stale_after=stale_after, lease=lease)
+
+    async def retake_submission(
+        self,
+        session_id: str,
+        submission_id: str,
+        *,
+        if_owner: str | None,
+        if_heartbeat_at: float | None,
+        lease: float | None = None,
+    ) -> Submission | None:
+        return await self._call(
+            self.sync.retake_submission,
+            session_id,
+            submission_id,
+            if_owner=if_owner,
+            if_heartbeat_at=if_heartbeat_at,
+            lease=lease,
+        )
+
+    async def running_submissions(self) -> list[Submission]:
+        return await self._call(self.sync.running_submissions)
+
+    async def pending_session_ids(self) -> list[str]:
+        return await self._call(self.sync.pending_session_ids)
+
+    async def unfinished_submissions(self) -> list[UnfinishedSubmission]:
+        return await self._call(self.sync.unfinished_submissions)
+
+    async def open_stream(
+        self, session_id: str, stream_id: str, *, continuation: bool = False, message_ids: Sequence[str] | None = None
+    ) -> StreamInfo:
+        return await self._call(
+            self.sync.open_stream, session_id, stream_id, continuation=continuation, message_ids=message_ids
+        )
+
+    async def append_stream_chunks(
+        self, session_id: str, stream_id: str, first_seq: int, bodies: Sequence[str]
+    ) -> None:
+        return await self._call(self.sync.append_stream_chunks, session_id, stream_id, first_seq, bodies)
+
+    async def truncate_stream(self, session_id: str, stream_id: str, length: int) -> None:
+        return await self._call(self.sync.truncate_stream, session_id, stream_id, length)
+
+    async def finish_stream(self, session_id: str, stream_id: str, status: str) -> bool:
+        return await self._call(self.sync.finish_stream, session_id, stream_id, status)
+
+    async def get_stream(self, session_id: str, stream_id: str | None = None) -> StreamInfo | None:
+        return await self._call(self.sync.get_stream, session_id, stream_id)
+
+    async def stream_chunks(self, session_id: str, stream_id: str, start: int = 0) -> list[str]:
+        return await self._call(self.sync.stream_chunks, session_id, stream_id, start)
+
+    async def get_state(self, session_id: str, key: str) -> Any:
+        return await self._call(self.sync.get_state, session_id, key)
+
+    async def set_state(self, session_id: str, key: str, value: Any) -> None:
+        return await self._call(self.sync.set_state, session_id, key, value)
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
