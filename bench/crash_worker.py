@@ -180,14 +180,9 @@ def _reply_results(reply: UIMessage) -> dict[str, str]:
     return results
 
 
-def audit(db: str, session_id: str, count: int) -> dict[str, Any]:
-    """What a drained database says: per message, one answer meaning what it should; each
-    ``record`` effect at most once; every history well-formed."""
-    report: dict[str, Any] = {"lost": 0, "answered_twice": 0, "wrong": 0, "reexecuted": 0, "malformed": 0,
-                              "interrupted": 0, "problems": []}
-    with SQLiteStore(db) as store:
-        messages = store.list_messages(session_id)
-        statuses = {s.messages[0].text: s for s in store.list_submissions(session_id)}
+def _answers_by_message(messages: list[UIMessage], report: dict[str, Any]) -> dict[str, list[UIMessage]]:
+    """The assistant messages after each user message (by its text); a user message stored
+    twice, or an answer before any, is malformed."""
     answers: dict[str, list[UIMessage]] = {}
     current: str | None = None
     for message in messages:
@@ -201,6 +196,18 @@ def audit(db: str, session_id: str, count: int) -> dict[str, Any]:
             report["malformed"] += 1
         else:
             answers[current].append(message)
+    return answers
+
+
+def audit(db: str, session_id: str, count: int) -> dict[str, Any]:
+    """What a drained database says: per message, one answer meaning what it should; each
+    ``record`` effect at most once; every history well-formed."""
+    report: dict[str, Any] = {"lost": 0, "answered_twice": 0, "wrong": 0, "reexecuted": 0, "malformed": 0,
+                              "interrupted": 0, "problems": []}
+    with SQLiteStore(db) as store:
+        messages = store.list_messages(session_id)
+        statuses = {s.messages[0].text: s for s in store.list_submissions(session_id)}
+    answers = _answers_by_message(messages, report)
     for i in range(count):
         text = f"message {i}"
         replies = answers.get(text, [])

@@ -306,14 +306,7 @@ class LoopbackServer:
             self._hang_up(writer, reply.reset)
             return False
         chunked = isinstance(reply.body, list)
-        head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
-        headers = {k.lower(): v for k, v in reply.headers.items()}
-        if chunked:
-            headers["transfer-encoding"] = "chunked"
-        else:
-            headers["content-length"] = str(len(reply.body))
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        writer.write(_head(reply, chunked))
         if not chunked:
             writer.write(reply.body)  # type: ignore[arg-type]
             await writer.drain()
@@ -362,3 +355,15 @@ async def loopback() -> AsyncIterator[LoopbackServer]:
     """A started :class:`LoopbackServer`, closed after the test."""
     async with LoopbackServer() as server:
         yield server
+
+
+def _head(reply: Reply, chunked: bool) -> bytes:
+    """The status line and headers of ``reply``: chunked, or with its content length."""
+    head = [f"HTTP/1.1 {reply.status} {_REASONS.get(reply.status, 'Status')}"]
+    headers = {k.lower(): v for k, v in reply.headers.items()}
+    if chunked:
+        headers["transfer-encoding"] = "chunked"
+    else:
+        headers["content-length"] = str(len(reply.body))
+    head += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")

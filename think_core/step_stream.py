@@ -8,12 +8,11 @@ events themselves carry, and ``on_chunk`` contexts are built only when someone o
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from .events import ToolCall, ToolInputDelta, ToolInputStart, Usage
+from .events import Finish, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from .models.base import ModelRequest, ReasoningBlock, ToolCallRequest
 from .models.exchange import EXCHANGE, StepExchange
 from .types import ChunkContext, StepResult
@@ -92,19 +91,7 @@ async def stream_step(
                     elif kind == "tool-call":
                         streamed = True
                         event = call_ids.completed(event)
-                        raw_input = event.input if event.input is not None else event.raw_input
-                        builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input, event.provider_metadata)
-                        calls.append(
-                            ToolCallRequest.model_construct(
-                                id=event.tool_call_id,
-                                name=event.tool_name,
-                                input=event.input if event.input is not None else {},
-                                provider_metadata=event.provider_metadata,
-                            )
-                        )
-                        if event.input is None:
-                            # The arguments were not a JSON object: the call is answered with an error result.
-                            invalid_inputs[event.tool_call_id] = event.raw_input
+                        calls.append(_call_completed(event, builder, invalid_inputs))
                     elif kind == "finish":
                         finish = event
                         continue
@@ -114,37 +101,61 @@ async def stream_step(
                         continue
                     if observers:
                         emit_chunk(ChunkContext(session, request_id, step_number, event, body))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
+    except Exception as exc:  # not a cancellation (a BaseException): that propagates as it is
         builder.drop_unfinished_tool_inputs()
         raise StepStreamError(exc, streamed) from exc
     finally:
         EXCHANGE.reset(exchanging)
     builder.drop_unfinished_tool_inputs()
-    model_id = finish.model_id if finish and finish.model_id else getattr(model, "model_id", None)
-    response_id = finish.response_id if finish else None
     return StepResult(
         session=session,
         request_id=request_id,
         step_number=step_number,
         body=body,
-        finish_reason=finish.finish_reason if finish else "other",
         text="".join(text),
         reasoning_text="".join(reasoning),
-        reasoning_blocks=[ReasoningBlock(text=t, provider_metadata=m) for t, m in builder.step_reasoning()]
-        if reasoning
-        else [],
+        reasoning_blocks=_reasoning_blocks(builder, reasoning),
         tool_calls=calls,
-        usage=finish.usage if finish else Usage(),
-        model_id=model_id,
-        response_id=response_id,
-        provider_metadata=finish.provider_metadata if finish else None,
-        request=exchange.request,
-        response={"id": response_id, "model": model_id, "headers": exchange.headers},
-        warnings=exchange.warnings,
+        **_finish_fields(finish, getattr(model, "model_id", None), exchange),
     )
 
+
+def _reasoning_blocks(builder: AssistantMessageBuilder, reasoning: list[str]) -> list[ReasoningBlock]:
+    """The step's reasoning blocks (what a provider needs back with them), if it reasoned."""
+    if not reasoning:
+        return []
+    return [ReasoningBlock(text=t, provider_metadata=m) for t, m in builder.step_reasoning()]
+
+
+def _call_completed(event: ToolCall, builder: AssistantMessageBuilder, invalid_inputs: dict[str, str]) -> ToolCallRequest:
+    """A tool call whose input is complete: its part in the answer, and the call to run."""
+    raw_input = event.input if event.input is not None else event.raw_input
+    builder.tool_input_available(event.tool_call_id, event.tool_name, raw_input, event.provider_metadata)
+    if event.input is None:
+        # The arguments were not a JSON object: the call is answered with an error result.
+        invalid_inputs[event.tool_call_id] = event.raw_input
+    return ToolCallRequest.model_construct(
+        id=event.tool_call_id,
+        name=event.tool_name,
+        input=event.input if event.input is not None else {},
+        provider_metadata=event.provider_metadata,
+    )
+
+
+def _finish_fields(finish: Finish | None, default_model_id: str | None, exchange: StepExchange) -> dict[str, Any]:
+    """What a step's ``finish`` event (if one came) and its HTTP exchange tell of it."""
+    model_id = finish.model_id if finish and finish.model_id else default_model_id
+    response_id = finish.response_id if finish else None
+    return {
+        "finish_reason": finish.finish_reason if finish else "other",
+        "usage": finish.usage if finish else Usage(),
+        "model_id": model_id,
+        "response_id": response_id,
+        "provider_metadata": finish.provider_metadata if finish else None,
+        "request": exchange.request,
+        "response": {"id": response_id, "model": model_id, "headers": exchange.headers},
+        "warnings": exchange.warnings,
+    }
 
 
 class CallIds:

@@ -36,6 +36,7 @@ from .types import (
     ChunkContext,
     SessionView,
     ToolCallContext,
+    ToolCallDecision,
     ToolCallResultContext,
     ToolDecisionAction,
 )
@@ -140,21 +141,10 @@ class ToolCallRunner:
             tool=tool,
             messages=messages,
         )
-        try:
-            verdict, decided_by = await self.hooks.decide_tool_call(ctx)
-        except HookTimeout as exc:
-            # Fail closed: a guard that did not answer in time must not let the call through.
-            logger.warning("tool call %s of %s blocked: %s", call.id, call.name, exc)
-            output = f'Tool "{call.name}" was blocked: {exc}.'
-            return await self._finish(
-                step_number, call, tool, messages, started, "block", output=output, decided_by=exc.plugin_name
-            )
-        except Exception as exc:
-            # The error names the plugin (PluginError); the call fails, the turn goes on.
-            logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
-            return await self._finish(
-                step_number, call, tool, messages, started, decision, error=_describe(exc)
-            )
+        decided = await self._decide(ctx, step_number, call, tool, messages, started)
+        if isinstance(decided, ToolOutcome):
+            return decided
+        verdict, decided_by = decided
         if verdict is not None and verdict.action == "block":
             decision = "block"
             output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
@@ -176,6 +166,31 @@ class ToolCallRunner:
                 step_number, call, tool, messages, started, decision, error=_describe(exc), decided_by=decided_by
             )
         return await self._finish(step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by)
+
+    async def _decide(
+        self,
+        ctx: ToolCallContext,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool,
+        messages: list[ModelMessage],
+        started: float,
+    ) -> tuple[ToolCallDecision | None, str | None] | ToolOutcome:
+        """``before_tool_call``'s verdict and who gave it; or the outcome of a call the hook
+        failed for (a guard that timed out blocks it: fail closed; any other failure fails it)."""
+        try:
+            return await self.hooks.decide_tool_call(ctx)
+        except HookTimeout as exc:
+            # Fail closed: a guard that did not answer in time must not let the call through.
+            logger.warning("tool call %s of %s blocked: %s", call.id, call.name, exc)
+            output = f'Tool "{call.name}" was blocked: {exc}.'
+            return await self._finish(
+                step_number, call, tool, messages, started, "block", output=output, decided_by=exc.plugin_name
+            )
+        except Exception as exc:
+            # The error names the plugin (PluginError); the call fails, the turn goes on.
+            logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
+            return await self._finish(step_number, call, tool, messages, started, "allow", error=_describe(exc))
 
     async def _from_journal(
         self,

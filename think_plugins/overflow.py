@@ -126,41 +126,43 @@ def classify_error(error: Any) -> Classification | None:
     facts = facts_of(error)
     if _overflow(facts, error):
         return "context_overflow"
-
-    # --- Fatal: money, or a wait no retry budget covers --------------------------------------
+    # Fatal: money, or a wait no retry budget covers (even when sent as 429).
     if facts.status == 402 or facts.codes & FATAL_QUOTA_CODES:
         return "fatal"
     if "resource_exhausted" in facts.codes:
         return _google_quota(facts)
-    if FATAL_QUOTA_PATTERNS.search(facts.text):
+    if _hopeless(facts):
         return "fatal"
-    if facts.retry_after is not None and facts.retry_after > MAX_RETRY_AFTER_SECONDS:
-        return "fatal"
-
-    # --- Rate limits --------------------------------------------------------------------------
-    if facts.status == 429 or facts.codes & RATE_LIMIT_CODES:
+    if _rate_limited(facts):
         return "rate_limit"
-    if RATE_LIMIT_PATTERNS.search(facts.text):
-        return "rate_limit"
-
-    # --- Transient ----------------------------------------------------------------------------
-    if facts.status is None and is_transport_error(error):
+    if _transient(facts, error):
         return "transient"
-    if facts.status is not None and (facts.status in TRANSIENT_STATUSES or facts.status >= 500):
-        return "transient"
-    if facts.codes & TRANSIENT_CODES:
-        return "transient"
-    if facts.status is None and TRANSIENT_PATTERNS.search(facts.text):
-        return "transient"
-
-    # --- Fatal: the request itself is wrong ------------------------------------------------------
-    if facts.status is not None and (facts.status in FATAL_STATUSES or 400 <= facts.status < 500):
-        return "fatal"
-    if facts.codes & FATAL_CODES:
-        return "fatal"
-    if FATAL_PATTERNS.search(facts.text):
+    if _bad_request(facts):
         return "fatal"
     return None
+
+
+def _hopeless(facts: Facts) -> bool:
+    """A quota message, or a wait no retry budget covers."""
+    too_long = facts.retry_after is not None and facts.retry_after > MAX_RETRY_AFTER_SECONDS
+    return bool(too_long or FATAL_QUOTA_PATTERNS.search(facts.text))
+
+
+def _rate_limited(facts: Facts) -> bool:
+    return bool(facts.status == 429 or facts.codes & RATE_LIMIT_CODES or RATE_LIMIT_PATTERNS.search(facts.text))
+
+
+def _transient(facts: Facts, error: Any) -> bool:
+    """5xx, 529, timeouts, dropped connections."""
+    if facts.status is None:
+        return bool(is_transport_error(error) or facts.codes & TRANSIENT_CODES or TRANSIENT_PATTERNS.search(facts.text))
+    return bool(facts.status in TRANSIENT_STATUSES or facts.status >= 500 or facts.codes & TRANSIENT_CODES)
+
+
+def _bad_request(facts: Facts) -> bool:
+    """The request itself is wrong (other client errors)."""
+    in_4xx = facts.status is not None and (facts.status in FATAL_STATUSES or 400 <= facts.status < 500)
+    return bool(in_4xx or facts.codes & FATAL_CODES or FATAL_PATTERNS.search(facts.text))
 
 
 class OverflowClassifier:

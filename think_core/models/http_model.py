@@ -234,29 +234,14 @@ class StreamingHTTPModel:
         ) as response:
             record_response(response.headers)
             async with aclosing(aiter_sse_batches(response.aiter_bytes(), mapper.text_shape)) as batches:
-                on_event = mapper.on_event
                 async for batch in batches:
-                    events: list[ModelEvent] = []
-                    for sse in batch:
-                        if type(sse) is not SSEEvent:
-                            events.append(sse)  # a text delta the decoder took by the learned shape
-                            continue
-                        try:
-                            mapped = on_event(sse)
-                        except Exception as exc:
-                            # What came before it in this read is streamed first, as if the
-                            # events had arrived one by one: the failure comes after that output.
-                            if events:
-                                yield events
-                            if isinstance(exc, _SHAPE_ERRORS):
-                                raise invalid_event(provider, sse.data) from None
-                            raise
-                        if mapped:
-                            events.extend(mapped)
-                        if mapper.done:
-                            break
+                    events, failure = _map_batch(batch, mapper, provider)
                     if events:
                         yield events
+                    if failure is not None:
+                        # What came before it in this read was streamed first, as if the events
+                        # had arrived one by one: the failure comes after that output.
+                        raise failure
                     if mapper.done:
                         await finish_reading(batches)
                         break
@@ -265,3 +250,24 @@ class StreamingHTTPModel:
             tail = list(mapper.finish())
             if tail:
                 yield tail
+
+
+def _map_batch(batch: list[Any], mapper: EventMapper, provider: str) -> tuple[list[ModelEvent], BaseException | None]:
+    """The events of one network read, and the error that cut it short (if one did)."""
+    events: list[ModelEvent] = []
+    on_event = mapper.on_event
+    for sse in batch:
+        if type(sse) is not SSEEvent:
+            events.append(sse)  # a text delta the decoder took by the learned shape
+            continue
+        try:
+            mapped = on_event(sse)
+        except _SHAPE_ERRORS:
+            return events, invalid_event(provider, sse.data)
+        except Exception as exc:
+            return events, exc
+        if mapped:
+            events.extend(mapped)
+        if mapper.done:
+            break
+    return events, None
