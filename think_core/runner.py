@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,42 @@ class TurnRunner:
         return sum(self.cancel(rid) for rid in list(self.active))
 
     # -- running ------------------------------------------------------------------------------
+    async def stream(
+        self, request: TurnRequest, *, stop_on_close: bool, adopt: Callable[[asyncio.Task[Any]], None]
+    ) -> AsyncGenerator[dict[str, Any], None]:
+        """Run ``request`` in a task of its own and yield its chunks. Closing the stream before
+        the end cancels the turn; with ``stop_on_close=False`` the turn runs on, unfollowed,
+        handed to ``adopt`` so that something still holds (and can cancel) it."""
+        request_id = request.request_id = request.request_id or new_id("req")
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        done = object()
+        followed = True
+
+        def emit(chunk: dict[str, Any]) -> None:
+            if followed:
+                queue.put_nowait(chunk)
+
+        request.emit = emit
+        task = asyncio.create_task(self.run(request))
+        task.add_done_callback(lambda _: queue.put_nowait(done))
+        try:
+            while True:
+                item = await queue.get()
+                if item is done:
+                    break
+                yield item
+            await task
+        finally:
+            if not task.done() and not stop_on_close:
+                followed = False
+                adopt(task)
+                task.add_done_callback(_retrieve)
+            elif not task.done():
+                self.cancel(request_id)
+                await asyncio.wait([task])
+            if task.done() and not task.cancelled():
+                task.exception()  # retrieved; a failure was already raised above or is moot
+
     async def run(self, request: TurnRequest) -> TurnResult:
         self.assert_not_nested(request.trigger)
         await self._open()
@@ -298,3 +334,9 @@ def _absorb_cancel(handle: ActiveTurn) -> bool:
     if task is not None:
         task.uncancel()
     return True
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Retrieve the outcome of a turn nobody awaits any more (its failure was stored)."""
+    if not task.cancelled():
+        task.exception()

@@ -27,7 +27,8 @@ from .runner import TurnRunner
 from .store import Submission
 from .stream_log import SessionStreams
 from .submissions import SubmissionQueue, SubmitResult
-from .tool_results import Settle, apply_answer, approval_update, result_update
+from .tool_answers import ToolAnswers
+from .tool_results import approval_update, result_update
 from .transcript import TranscriptIntake, replace_history, settled_answers
 from .turn import TurnDeps
 from .turn_request import TurnRequest
@@ -42,12 +43,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("think.session")
 
 MessagesOrFunction = MessageInput | Callable[[list[UIMessage]], Any]
-
-
-def _retrieve(task: asyncio.Task[Any]) -> None:
-    """Retrieve the outcome of a turn nobody awaits any more (its failure was stored)."""
-    if not task.cancelled():
-        task.exception()
 
 
 class Session:
@@ -84,6 +79,7 @@ class Session:
         self._chats = ChatSubmissions(session_id, self._db, self._submissions, self._check_client_transcript)
         self._tools = deps.tools
         self._background: set[asyncio.Task[Any]] = set()
+        self._answers = ToolAnswers(session_id, self._db, self._runner, self._spawn)
 
     @property
     def compaction_events(self) -> list[CompactionResult]:
@@ -246,36 +242,14 @@ class Session:
         Closing the stream before the end cancels the turn; with ``stop_on_close=False`` the
         turn runs on to its end and is stored (nobody follows it here any more)."""
         self._assert_not_nested(request.trigger)
-        request.request_id = request.request_id or new_id("req")
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        done = object()
-        followed = True
+        async with aclosing(self._runner.stream(request, stop_on_close=stop_on_close, adopt=self._adopt)) as chunks:
+            async for chunk in chunks:
+                yield chunk
 
-        def emit(chunk: dict[str, Any]) -> None:
-            if followed:
-                queue.put_nowait(chunk)
-
-        request.emit = emit
-        task = asyncio.create_task(self._runner.run(request))
-        task.add_done_callback(lambda _: queue.put_nowait(done))
-        try:
-            while True:
-                item = await queue.get()
-                if item is done:
-                    break
-                yield item
-            await task
-        finally:
-            if not task.done() and not stop_on_close:
-                followed = False
-                self._background.add(task)  # aclose() still cancels it
-                task.add_done_callback(self._background.discard)
-                task.add_done_callback(_retrieve)
-            elif not task.done():
-                self.cancel(request.request_id)
-                await asyncio.wait([task])
-            if task.done() and not task.cancelled():
-                task.exception()  # retrieved; a failure was already raised above or is moot
+    def _adopt(self, task: asyncio.Task[Any]) -> None:
+        """Keep a turn nobody follows any more until it ends (``aclose`` still cancels it)."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # -- durable submissions -----------------------------------------------------------------------
     async def submit_messages(
@@ -326,7 +300,7 @@ class Session:
         check_sync_callback(on_event)
         await self.open()
         settle = result_update(tool_call_id, output, error)
-        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
+        return await self._answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     async def approve_tool_call(
         self,
@@ -346,50 +320,7 @@ class Session:
         check_sync_callback(on_event)
         await self.open()
         settle = approval_update(tool_call_id, approved, reason)
-        return await self._settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
-
-    async def _settle(
-        self,
-        tool_call_id: str,
-        settle: Settle,
-        auto_continue: bool,
-        on_event: Callable[[dict[str, Any]], Any] | None,
-        request_id: str | None,
-        body: dict[str, Any] | None = None,
-    ) -> TurnResult | None:
-        # The read-modify-write holds the turn lock, so it never interleaves with a turn that is
-        # writing the same message (one still streaming, or one running approved calls). From
-        # inside a turn of this session the lock is already ours.
-        request = TurnRequest(
-            "auto_continue", None, continuation=True, body=body, emit=on_event, request_id=request_id
-        )
-        if self._runner.in_turn():
-            if await apply_answer(self._db, self.id, tool_call_id, settle) and auto_continue:
-                # A continuation cannot run inside the current turn: it runs right after it.
-                logger.info("tool result settled inside a turn of %s; the continuation runs after it", self.id)
-                self._spawn(self._runner.run(request))
-            return None
-        applying = asyncio.ensure_future(self._apply_settlement_locked(tool_call_id, settle))
-        try:
-            # Shielded: a settled call must get its continuation even if this caller is
-            # cancelled between the write and the turn (a retry would be ignored as settled).
-            found = await asyncio.shield(applying)
-        except asyncio.CancelledError:
-            if auto_continue:
-                applying.add_done_callback(lambda done: self._continue_later(done, request))
-            raise
-        if found and auto_continue:
-            return await self._runner.run(request)
-        return None
-
-    async def _apply_settlement_locked(self, tool_call_id: str, settle: Settle) -> bool:
-        async with self._runner.lock:
-            return await apply_answer(self._db, self.id, tool_call_id, settle)
-
-    def _continue_later(self, applying: asyncio.Future[bool], request: TurnRequest) -> None:
-        if applying.cancelled() or applying.exception() is not None or not applying.result():
-            return
-        self._spawn(self._runner.run(request))
+        return await self._answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, outside any turn's context, tracked for ``aclose``."""
