@@ -36,10 +36,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from think_core import Think, hookimpl, tool  # noqa: E402
+from think_core.chat.transcript import ClientTranscript  # noqa: E402
 from think_core.models.base import ModelRequest, ToolMessage, UserMessage  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
 from think_core.store import SQLiteStore  # noqa: E402
-from think_core.transcript import ClientTranscript  # noqa: E402
 from think_core.types import UIMessage  # noqa: E402
 
 POINTS = (

@@ -5,7 +5,7 @@ For each hook kind — a firstresult decision hook (``before_tool_call``; every 
 hot path (``HookDispatcher.emit_chunk``) — with 0, 1, 4 and 16 plugins whose implementations are
 ``def`` or ``async def`` (``on_chunk`` is sync-only by contract), this prints µs per call of:
 
-  relay   think_core.dispatch.HookDispatcher over think_core.plugins.build_plugin_manager
+  relay   think_core.hooks.dispatch.HookDispatcher over think_core.hooks.plugins.build_plugin_manager
   plain   a hand-written Python loop over the same bound methods (await each result when the
           implementations are async; stop at the first non-None for firstresult) — the floor
   pluggy  pluggy's own ``pm.hook.<name>(ctx=...)`` (sync implementations only: pluggy cannot
@@ -27,9 +27,9 @@ from typing import Any
 from _common import machine, table
 
 from think_core import hookimpl
-from think_core.dispatch import HookDispatcher
 from think_core.events import TextDelta
-from think_core.plugins import build_plugin_manager
+from think_core.hooks.dispatch import HookDispatcher
+from think_core.hooks.plugins import build_plugin_manager
 from think_core.types import ChunkContext, ToolCallContext, ToolCallResultContext
 
 COUNTS = (0, 1, 4, 16)

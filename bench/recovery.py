@@ -16,7 +16,7 @@ can tell: recovery waits for it).
 And the same two with *nobody* holding the session open (``open nowhere``): this process has
 only recovered (``agent.recover()``, as ``think serve`` does at start-up, before the worker
 accepted anything) and never opens the session; its sweep of the whole store finds the orphan
-and takes the session over (:mod:`think_core.takeover`). The time is read from the store.
+and takes the session over (:mod:`think_core.durable.takeover`). The time is read from the store.
 
     python bench/recovery.py [--rounds 10] [--lease 3] [--pg postgresql://...]
 """

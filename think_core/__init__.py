@@ -28,7 +28,8 @@ from .events import (
     ToolResult,
     Usage,
 )
-from .markers import PROJECT, hookimpl, hookspec
+from .hooks.markers import PROJECT, hookimpl, hookspec
+from .hooks.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .messages import user_message
 from .models.anthropic import AnthropicModel
 from .models.gemini import GeminiModel
@@ -37,7 +38,6 @@ from .models.openai_responses import OpenAIResponsesModel
 from .models.resolve import resolve_model
 from .models.scripted import ScriptedModel, Step, call
 from .paths import data_dir
-from .plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .session import Session
 from .store import SQLiteStore, Store, Submission
 from .tools import Tool, ToolAnnotations, tool

@@ -11,21 +11,21 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .compaction import Compactor, Summarizer
-from .dispatch import HookDispatcher
-from .hook_limits import DEFAULT_HOOK_TIMEOUT
+from .durable.orphan_watch import OrphanWatch
+from .durable.takeover import Takeovers, drain
+from .hooks.dispatch import HookDispatcher
+from .hooks.limits import DEFAULT_HOOK_TIMEOUT
+from .hooks.names import BrokenPlugins
+from .hooks.plugins import build_plugin_manager
 from .mcp import MCPServer, MCPTools
 from .models._http import SharedClient
-from .orphan_watch import OrphanWatch
-from .plugin_names import BrokenPlugins
-from .plugins import build_plugin_manager
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
 from .store.shared import SharedSessions
-from .takeover import Takeovers, drain
 from .tools import AnyTool, Tool
-from .turn import TurnDeps
+from .turn.compaction import Compactor, Summarizer
+from .turn.loop import TurnDeps
 
 logger = logging.getLogger("think.agent")
 
@@ -205,7 +205,7 @@ class Think:
         submission another live process runs is left to it (its session waits for it, and
         takes it over if that process dies). From then on, submissions that owners dying
         later leave behind are taken over too, in every session of the store, open here or
-        not (:mod:`think_core.takeover`). ``think serve`` calls this at start-up."""
+        not (:mod:`think_core.durable.takeover`). ``think serve`` calls this at start-up."""
         self._watch.sweep(self._takeovers)
         session_ids = await self.db.pending_session_ids()
         if session_ids:

@@ -2,8 +2,8 @@
 
 Every entry path (``chat``, ``stream``, ``save_messages``, ``continue_last_turn``, durable
 ``submit_messages``, auto-continuation after tool results, the server) builds a
-:class:`~think_core.turn.TurnRequest` and hands it to the session's
-:class:`~think_core.runner.TurnRunner`, so they all fire the same hooks in the same order. The
+:class:`~think_core.turn.loop.TurnRequest` and hands it to the session's
+:class:`~think_core.runner.turn_runner.TurnRunner`, so they all fire the same hooks in the same order. The
 session itself keeps the history, the submissions queue, answers to pending tool calls and the
 per-plugin state.
 """
@@ -17,28 +17,28 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from .chat_callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
-from .chat_submissions import ChatSubmissions
-from .client_authority import check_answers, check_transcript
-from .compaction import CompactionResult, TokenCounter
+from .chat.answers import ToolAnswers
+from .chat.authority import check_answers, check_transcript
+from .chat.callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
+from .chat.submissions import ChatSubmissions
+from .chat.transcript import TranscriptIntake, replace_history, settled_answers
+from .durable.queue import SubmissionQueue, SubmitResult
 from .messages import MessageInput, coerce_messages, new_id, served
-from .recovery import TurnMemory, TurnRecovery
-from .runner import TurnRunner
+from .runner.failures import TurnMemory, TurnRecovery
+from .runner.streams import SessionStreams
+from .runner.turn_runner import TurnRunner
 from .store import Submission
-from .stream_log import SessionStreams
-from .submissions import SubmissionQueue, SubmitResult
-from .tool_answers import ToolAnswers
-from .tool_results import approval_update, result_update
-from .transcript import TranscriptIntake, replace_history, settled_answers
-from .turn import TurnDeps
-from .turn_request import TurnRequest
+from .turn.compaction import CompactionResult, TokenCounter
+from .turn.loop import TurnDeps
+from .turn.pending_calls import approval_update, result_update
+from .turn.request import TurnRequest
 from .types import Trigger, TurnResult, UIMessage
 
 if TYPE_CHECKING:
 
-    from .plugins import ThinkPluginManager
+    from .chat.transcript import ClientTranscript
+    from .hooks.plugins import ThinkPluginManager
     from .store import AsyncStore
-    from .transcript import ClientTranscript
 
 logger = logging.getLogger("think.session")
 
@@ -162,7 +162,7 @@ class Session:
         history. ``from_client``: the whole transcript of a chat client (its ``setMessages``),
         which may keep, trim, clear and edit its user messages but not write the assistant's:
         anything else raises :class:`~think_core.errors.ClientRequestRefused` and changes nothing
-        (see :mod:`think_core.client_authority`)."""
+        (see :mod:`think_core.chat.authority`)."""
         self._assert_not_nested("replace_messages")
         async with self._runner.lock:
             await replace_history(self._db, self.id, coerce_messages(messages), from_client=from_client)
@@ -196,7 +196,7 @@ class Session:
         function: ``on_start(request_id)`` before the turn, ``on_event(chunk)`` per UI message
         stream chunk, ``on_done(result)`` once it completed, ``on_error(error)`` once it failed
         (the error text, or the exception the call then does not raise). See
-        :mod:`think_core.chat_callbacks`."""
+        :mod:`think_core.chat.callbacks`."""
         request = TurnRequest("chat", coerce_messages(input), body=body, request_id=request_id or new_id("req"))
         callbacks = ChatCallbacks(on_start, on_event, on_done, on_error)
         if callbacks.plain():
@@ -402,7 +402,7 @@ class Session:
 
     # -- chat clients -----------------------------------------------------------------------------
     async def _check_client_transcript(self, stored: Sequence[UIMessage], transcript: ClientTranscript) -> None:
-        """Refuse what a chat client may not ask for (see :mod:`think_core.client_authority`)."""
+        """Refuse what a chat client may not ask for (see :mod:`think_core.chat.authority`)."""
         live = await self.streams.find()
         start = live.chunks[0] if live is not None and live.streaming and live.chunks else {}
         in_flight = {start["messageId"]} if isinstance(start.get("messageId"), str) else set()
@@ -424,8 +424,8 @@ class Session:
 
         A request that adds a user message, one that answers every call an answer left waiting,
         an edit and a regeneration each run as a durable submission (see
-        :mod:`think_core.chat_submissions`). Any other is applied under the turn lock, before the
-        first chunk (see :mod:`think_core.transcript`): answers that leave a call waiting are
+        :mod:`think_core.chat.submissions`). Any other is applied under the turn lock, before the
+        first chunk (see :mod:`think_core.chat.transcript`): answers that leave a call waiting are
         recorded and nothing runs; new messages that come with answers are appended and answered.
         """
         self._assert_not_nested(trigger)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from think_core.markers import DISTRIBUTION
+from think_core.hooks.markers import DISTRIBUTION
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_PLUGIN = ROOT / "examples" / "think-example-plugin"

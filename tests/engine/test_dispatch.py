@@ -29,8 +29,8 @@ from think_core import (
     block,
     hookimpl,
 )
-from think_core.dispatch import HookDispatcher
-from think_core.plugins import build_plugin_manager
+from think_core.hooks.dispatch import HookDispatcher
+from think_core.hooks.plugins import build_plugin_manager
 
 
 def relay_with(*plugins: object) -> HookDispatcher:

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from think_core import Think
+from think_core.chat.transcript import reconcile, replacement
 from think_core.models.scripted import ScriptedModel, Step
-from think_core.transcript import reconcile, replacement
 from think_core.types import UIMessage
 
 

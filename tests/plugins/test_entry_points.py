@@ -23,8 +23,8 @@ import pytest
 from tests.support.contexts import tool_ctx
 from think_core import ConfigurationError, PluginLoadError, ScriptedModel, Think, block, hookimpl
 from think_core.cli import main
-from think_core.dispatch import HookDispatcher
-from think_core.plugins import PluginInfo, build_plugin_manager
+from think_core.hooks.dispatch import HookDispatcher
+from think_core.hooks.plugins import PluginInfo, build_plugin_manager
 
 SAMPLE_SOURCE = Path(__file__).resolve().parents[1] / "data" / "sample_plugin"
 SAMPLE_NAMES = ("sample_good", "sample_broken", "sample_tracked")

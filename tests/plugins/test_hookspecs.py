@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from think_core import hookspecs
-from think_core.markers import PROJECT
+from think_core.hooks import specs as hookspecs
+from think_core.hooks.markers import PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = {

@@ -11,9 +11,9 @@ from typing import Any
 import pluggy
 import pytest
 
-import think_core.hookspecs
+import think_core.hooks.specs
 from think_core import ProviderError, hookimpl
-from think_core.markers import PROJECT
+from think_core.hooks.markers import PROJECT
 from think_plugins.overflow import (
     OverflowClassifier,
     classify_error,
@@ -845,7 +845,7 @@ def test_real_httpx_transport_errors_are_transient() -> None:
 
 def _manager(*plugins: object) -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
-    pm.add_hookspecs(think_core.hookspecs)
+    pm.add_hookspecs(think_core.hooks.specs)
     for plugin in plugins:
         pm.register(plugin)
     pm.check_pending()

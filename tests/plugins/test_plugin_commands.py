@@ -14,7 +14,7 @@ import pytest
 import think_core.cli as cli
 from think_core import hookimpl
 from think_core.cli import main, plugin_command
-from think_core.plugins import ThinkPluginManager, build_plugin_manager
+from think_core.hooks.plugins import ThinkPluginManager, build_plugin_manager
 
 ROOT = Path(__file__).resolve().parents[2]
 

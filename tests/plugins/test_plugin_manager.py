@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel, Field
 
 from think_core import ChunkContext, ConfigurationError, StepResult, ToolCallContext, hookimpl
-from think_core.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
+from think_core.hooks.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 
 
 def build(*plugins: object, **kwargs: Any) -> ThinkPluginManager:

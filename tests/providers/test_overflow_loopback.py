@@ -10,8 +10,8 @@ from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
 from tests.recorder import Recorder
 from tests.support.wire import FAST, an_stream, oa_text, openai_model
 from think_core.agent import Think
-from think_core.compaction import SUMMARY_SYSTEM
 from think_core.models.anthropic import AnthropicModel
+from think_core.turn.compaction import SUMMARY_SYSTEM
 from think_plugins.overflow import OverflowClassifier
 
 OVERFLOW_BODY = {

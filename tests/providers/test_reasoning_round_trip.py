@@ -16,9 +16,9 @@ from think_core import tool
 from think_core.messages import to_model_messages
 from think_core.models.anthropic import AnthropicModel
 from think_core.models.base import AssistantMessage, ModelRequest, ReasoningBlock, ToolCallRequest, UserMessage
-from think_core.turn_journal import _STEP_FIELDS
+from think_core.turn.journal import _STEP_FIELDS
+from think_core.turn.ui_stream import AssistantMessageBuilder
 from think_core.types import StepResult
-from think_core.ui_stream import AssistantMessageBuilder
 
 
 @tool(read_only=True)

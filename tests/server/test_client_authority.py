@@ -24,7 +24,7 @@ from tests.support import agents
 from tests.support.web import chat_request, user, ws_url
 from think_core import ClientRequestRefused, tool
 from think_core.agent import Think
-from think_core.client_authority import check_replacement, check_transcript
+from think_core.chat.authority import check_replacement, check_transcript
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
 from think_core.server.testing import running_server

@@ -11,9 +11,9 @@ from typing import Any
 from tests.server.test_server_http import api, post_chat, transport_body
 from tests.support import agents
 from tests.support.web import text_of, user
+from think_core.durable.crash_recovery import REPLACING_KEY, recovery_action
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.store import Submission
-from think_core.submission_recovery import REPLACING_KEY, recovery_action
 
 
 def roles(history: list[dict[str, Any]]) -> list[tuple[str, str]]:

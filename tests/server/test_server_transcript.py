@@ -23,10 +23,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from tests.support.web import user
 from think_core import tool
 from think_core.agent import Think
+from think_core.chat.transcript import ClientTranscript, ToolAnswer, reconcile
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
 from think_core.server.testing import running_server
-from think_core.transcript import ClientTranscript, ToolAnswer, reconcile
 from think_core.types import UIMessage
 
 TIMEOUT = 20.0

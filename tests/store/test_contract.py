@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
+from think_core.durable.crash_recovery import recover_submissions
 from think_core.store import Store, Submission
-from think_core.submission_recovery import recover_submissions
 from think_core.types import UIMessage
 
 from .conftest import StoreFactory, ids, msg

@@ -7,9 +7,9 @@ import os
 import socket
 import time
 
+from think_core.durable.crash_recovery import recover_orphaned_submissions
 from think_core.process_identity import this_process
 from think_core.store import Store
-from think_core.submission_recovery import recover_orphaned_submissions
 
 from .conftest import StoreFactory, msg
 

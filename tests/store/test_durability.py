@@ -13,9 +13,9 @@ import pytest
 from tests.support.postgres import drop_schema, postgres_url
 from think_core import hookimpl
 from think_core.agent import Think
+from think_core.durable.crash_recovery import recover_submissions
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.store import SQLiteStore, Store
-from think_core.submission_recovery import recover_submissions
 from think_core.types import UIMessage
 
 

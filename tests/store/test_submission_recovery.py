@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from think_core.durable.crash_recovery import recover_submissions, recovery_action
 from think_core.store import Submission
-from think_core.submission_recovery import recover_submissions, recovery_action
 from think_core.types import UIMessage
 
 

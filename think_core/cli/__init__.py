@@ -18,10 +18,10 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from ..dispatch import HookDispatcher, tracing_enabled
 from ..errors import ConfigurationError
-from ..markers import DISTRIBUTION
-from ..plugins import ThinkPluginManager, build_plugin_manager
+from ..hooks.dispatch import HookDispatcher, tracing_enabled
+from ..hooks.markers import DISTRIBUTION
+from ..hooks.plugins import ThinkPluginManager, build_plugin_manager
 from .config import load_config
 
 __all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command", "version"]

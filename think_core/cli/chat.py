@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..markers import hookimpl
+from ..hooks.markers import hookimpl
 from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
 from ..types import ToolCallResultContext, ToolPartState

@@ -9,8 +9,8 @@ from typing import Any
 
 from ..agent import Think
 from ..errors import ConfigurationError
+from ..hooks.names import check_plugin_names, installed_plugin_names
 from ..paths import data_dir
-from ..plugin_names import check_plugin_names, installed_plugin_names
 from ..tools import Tool
 from .config import load_config
 from .stored import DEFAULT_DB

@@ -33,8 +33,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..errors import ConfigurationError
+from ..hooks.names import check_plugin_names, installed_plugin_names
 from ..mcp.config import MCPConfig
-from ..plugin_names import check_plugin_names, installed_plugin_names
 
 DEFAULT_PATH = "think.toml"
 

@@ -28,9 +28,9 @@ from .. import (
     hookimpl,
 )
 from ..agent import Think
-from ..compaction import SUMMARY_SYSTEM
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step
+from ..turn.compaction import SUMMARY_SYSTEM
 from . import plugin_command
 from .demo_model import TOOLS, demo_step
 

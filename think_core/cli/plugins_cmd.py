@@ -14,7 +14,7 @@ import json
 import sys
 
 from ..errors import ConfigurationError
-from ..plugins import PluginInfo, build_plugin_manager
+from ..hooks.plugins import PluginInfo, build_plugin_manager
 from .config import load_config
 
 # The keys of ``--json`` objects, in display order.

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..markers import DISTRIBUTION
+from ..hooks.markers import DISTRIBUTION
 from .common import add_agent_arguments, add_plugin_arguments, agent_from_args
 
 __all__ = ["add_arguments", "add_plugin_arguments", "agent_from_args", "byte_size", "run"]

@@ -16,11 +16,11 @@ import sys
 import time
 from typing import Any
 
+from ..durable.crash_recovery import lease_expiry
+from ..durable.orphan_watch import find_orphans
 from ..errors import ConfigurationError
-from ..orphan_watch import find_orphans
 from ..process_identity import this_process
 from ..store import SubmissionOwner, UnfinishedSubmission
-from ..submission_recovery import lease_expiry
 from .stored import add_db_arguments, open_stored
 
 DEFAULT_LEASE = 30.0  # Think's default submission_lease

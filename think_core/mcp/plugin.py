@@ -12,7 +12,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import Any
 
 from ..errors import ConfigurationError
-from ..markers import hookimpl
+from ..hooks.markers import hookimpl
 from ..tools import AnyTool
 from .server import MCPServer
 from .tools import MCPTool

@@ -37,9 +37,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ..chat.transcript import ClientTranscript
 from ..messages import coerce_messages
-from ..stream_log import dumps_chunk
-from ..transcript import ClientTranscript
+from ..runner.streams import dumps_chunk
 from ..types import UIMessage
 
 USE_CHAT_REQUEST = "cf_agent_use_chat_request"

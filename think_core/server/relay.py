@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..chat.transcript import ClientTranscript
 from ..messages import origin_message_ids
 from ..session import Session
-from ..transcript import ClientTranscript
 from .frames import (
     chunk_frame,
     done_frame,

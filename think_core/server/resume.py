@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from ..runner.streams import LiveStream
 from ..session import Session
-from ..stream_log import LiveStream
 from . import frames as F
 from .hub import Connection, SessionHub
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..markers import hookimpl
+from ..hooks.markers import hookimpl
 
 logger = logging.getLogger("think.server")
 

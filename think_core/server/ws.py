@@ -17,9 +17,9 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from ..agent import Think
+from ..chat.transcript import ClientTranscript, ToolAnswer
 from ..errors import ClientRequestRefused, UnknownToolCall
 from ..messages import new_id
-from ..transcript import ClientTranscript, ToolAnswer
 from . import frames as F
 from .frames import ProtocolError
 from .hub import Connection, SessionHub

@@ -12,7 +12,7 @@ any process sharing the store); and a small JSON key/value state. Every method i
 
 Backends implement exactly these methods. What is the same for every backend (the overlay
 algebra, what recovery does with an interrupted submission) lives outside them, in
-:mod:`~think_core.store.overlays` and :mod:`think_core.submission_recovery`.
+:mod:`~think_core.store.overlays` and :mod:`think_core.durable.crash_recovery`.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class UnfinishedSubmission(BaseModel):
 
 
 class JournalEntry(BaseModel):
-    """One entry of a running submission's step journal (see :mod:`think_core.turn_journal`):
+    """One entry of a running submission's step journal (see :mod:`think_core.turn.journal`):
     ``kind`` says what happened, ``key`` to what (a step number, a tool-call id), ``data``
     the JSON details. Entries are kept in the order they were written."""
 

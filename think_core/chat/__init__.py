@@ -1,0 +1,1 @@
+"""What chat clients send: their transcripts (checked, reconciled, applied), their chats as durable submissions, and the chat() callbacks."""

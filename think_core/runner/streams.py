@@ -1,0 +1,246 @@
+"""Resumable streams: each streaming turn's UI message chunks, kept so that a client that joins
+late — a reloaded page, a second tab, a page connected to another server process — replays the
+turn from its first chunk and then follows it live.
+
+A :class:`LiveStream` holds the chunks of a turn running in this process in memory (followers
+read them from there, without a store round trip) and writes them to the store in batches
+behind the turn (at once on a boundary: a tool result, the end of a step, the end of the turn),
+so the hot path never waits for a write. A durable turn resumed after a crash writes its stream
+again from what its journal restores (its finished steps), then goes on live; the chunks of the
+interrupted step go, as that step runs again. A stream another process runs is followed by
+polling the store.
+
+:class:`SessionStreams` is the per-session registry the runner begins and ends streams in, and
+that transports ask for the stream to replay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store import AsyncStore, StreamInfo
+
+logger = logging.getLogger("think.streams")
+
+#: Chunks after which a write is due even without a boundary.
+BATCH = 32
+#: Seconds a chunk waits at most for its batch to be written.
+FLUSH_DELAY = 0.2
+#: Seconds between two reads of a stream another process runs.
+POLL_INTERVAL = 0.25
+#: A stream another process runs is given up as dead after this long without a new chunk.
+STALE_AFTER = 120.0
+
+#: Chunks after which a write is due at once: a settled tool call, a finished step.
+_BOUNDARIES = frozenset({"tool-output-available", "tool-output-error", "tool-output-denied", "finish-step", "finish", "error", "abort"})
+
+
+def _default(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def dumps_chunk(value: Any) -> str:
+    """Compact JSON, as browsers' ``JSON.stringify`` writes it. Tool outputs may hold values
+    JSON cannot represent; they are converted rather than breaking the stream."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
+class LiveStream:
+    """The chunks of one turn's stream, in order (``seq`` is the index), and its outcome."""
+
+    def __init__(
+        self,
+        session_id: str,
+        stream_id: str,
+        db: AsyncStore,
+        *,
+        continuation: bool = False,
+        message_ids: list[str] | None = None,
+        status: str = "streaming",
+        chunks: list[dict[str, Any]] | None = None,
+        local: bool = True,
+    ) -> None:
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.continuation = continuation
+        self.message_ids = message_ids
+        self.status = status
+        self.chunks: list[dict[str, Any]] = chunks or []
+        #: Whether this process runs the turn (else it is followed from the store).
+        self.local = local
+        self._db = db
+        self._written = len(self.chunks)
+        self._waiters: list[asyncio.Future[None]] = []
+        self._writer: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle = 0.0  # seconds a followed remote stream went without a new chunk
+        self._started = any(c.get("type") == "start" for c in self.chunks[:1])
+
+    @property
+    def streaming(self) -> bool:
+        return self.status == "streaming"
+
+    # -- the turn's side ------------------------------------------------------------------------
+    def append(self, chunk: dict[str, Any]) -> None:
+        """Record a chunk the turn emitted (synchronous: called on the hot path)."""
+        if chunk.get("type") == "start":
+            if self._started:
+                return  # a resumed turn starts its message again: the stream has its start already
+            self._started = True
+        self.chunks.append(chunk)
+        self._wake()
+        if chunk.get("type") in _BOUNDARIES or len(self.chunks) - self._written >= BATCH:
+            self._write_soon()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._write_soon)
+
+    def _write_soon(self) -> None:
+        self._timer = None
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.get_running_loop().create_task(self._write(), name=f"think-stream-{self.stream_id}")
+
+    async def _write(self) -> None:
+        while self._written < len(self.chunks):
+            start, batch = self._written, self.chunks[self._written:]
+            try:
+                await self._db.append_stream_chunks(self.session_id, self.stream_id, start, [dumps_chunk(c) for c in batch])
+            except Exception:  # the log serves late joiners: it must never break the turn
+                logger.exception("writing the stream of turn %s failed", self.stream_id)
+                return
+            self._written = start + len(batch)
+
+    async def finish(self, status: str) -> None:
+        """Write what is left and record the outcome (the turn's answer is already stored)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._writer is not None:
+            await asyncio.gather(self._writer, return_exceptions=True)
+        await self._write()
+        try:
+            await self._db.finish_stream(self.session_id, self.stream_id, status)
+        except Exception:
+            logger.exception("recording the end of the stream of turn %s failed", self.stream_id)
+        self.status = status
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -- a follower's side ----------------------------------------------------------------------
+    async def follow(self, start: int = 0) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+        """``(seq, chunk)`` from ``start`` on, live, until the stream has ended."""
+        seq = start
+        while True:
+            while seq < len(self.chunks):
+                yield seq, self.chunks[seq]
+                seq += 1
+            if not self.streaming:
+                return
+            if self.local:
+                waiter = asyncio.get_running_loop().create_future()
+                self._waiters.append(waiter)
+                await waiter
+            else:
+                await self._poll()
+
+    async def _poll(self) -> None:
+        """Read what another process stored since the last read."""
+        await asyncio.sleep(POLL_INTERVAL)
+        bodies = await self._db.stream_chunks(self.session_id, self.stream_id, len(self.chunks))
+        self.chunks.extend(json.loads(b) for b in bodies)
+        if bodies:
+            self._idle = 0.0
+            return
+        info = await self._db.get_stream(self.session_id, self.stream_id)
+        self._idle += POLL_INTERVAL
+        if info is None:
+            self.status = "aborted"
+        elif info.status != "streaming":
+            self.chunks.extend(json.loads(b) for b in await self._db.stream_chunks(self.session_id, self.stream_id, len(self.chunks)))
+            self.status = info.status
+        elif self._idle >= STALE_AFTER:
+            self.status = "aborted"
+
+
+class SessionStreams:
+    """The streams of one session: the turn running in this process, the last one that ended
+    here, and (through the store) one running anywhere else."""
+
+    def __init__(self, session_id: str, db: AsyncStore) -> None:
+        self.session_id = session_id
+        self._db = db
+        self.current: LiveStream | None = None
+        self.last: LiveStream | None = None
+
+    async def begin(
+        self, stream_id: str, *, continuation: bool, message_ids: list[str] | None, replayed: list[dict[str, Any]] | None = None
+    ) -> LiveStream:
+        """Start recording ``stream_id``. A durable turn passes ``replayed``, the chunks of what
+        its journal restores (just ``start`` on its first run): after a crash its stream is
+        written again from them, so it shows the whole answer whatever the crash cut off."""
+        info = await self._db.open_stream(self.session_id, stream_id, continuation=continuation, message_ids=message_ids)
+        chunks: list[dict[str, Any]] = []
+        if replayed is not None:
+            if info.length:
+                await self._db.truncate_stream(self.session_id, stream_id, 0)
+            chunks = list(replayed)
+            await self._db.append_stream_chunks(self.session_id, stream_id, 0, [dumps_chunk(c) for c in chunks])
+        live = LiveStream(
+            self.session_id, stream_id, self._db, continuation=info.continuation, message_ids=info.message_ids, chunks=chunks
+        )
+        self.current = live
+        return live
+
+    async def end(self, live: LiveStream, status: str) -> None:
+        await live.finish(status)
+        if self.current is live:
+            self.current = None
+        self.last = live
+
+    async def find(self, stream_id: str | None = None) -> LiveStream | None:
+        """The stream to replay: ``stream_id`` (running or ended), or — ``None`` — the one
+        running now, in this process or in another one sharing the store."""
+        for live in (self.current, self.last):
+            if live is not None and (stream_id == live.stream_id or (stream_id is None and live.streaming)):
+                return live
+        info = await self._db.get_stream(self.session_id, stream_id)
+        if info is None or (stream_id is None and info.status != "streaming"):
+            return None
+        return await self._remote(info)
+
+    async def _remote(self, info: StreamInfo) -> LiveStream | None:
+        if info.status == "streaming" and not await self._may_still_run(info):
+            # Its turn died with its process and nothing will resume it: it ended there.
+            await self._db.finish_stream(self.session_id, info.stream_id, "aborted")
+            return None
+        chunks = [json.loads(b) for b in await self._db.stream_chunks(self.session_id, info.stream_id)]
+        return LiveStream(
+            self.session_id, info.stream_id, self._db, continuation=info.continuation,
+            message_ids=info.message_ids, status=info.status, chunks=chunks, local=False,
+        )
+
+    async def _may_still_run(self, info: StreamInfo) -> bool:
+        """A stream left ``streaming`` by another process runs there, or will run again when its
+        durable submission is resumed; a plain turn whose process is gone never will (nor
+        does one silent for longer than :data:`STALE_AFTER`)."""
+        submission = await self._db.get_submission(self.session_id, info.stream_id)
+        if submission is not None:
+            return submission.status in ("pending", "running")
+        return time.time() - info.updated_at < STALE_AFTER

@@ -1,0 +1,94 @@
+"""How a turn's input arrives, and where its answer goes.
+
+Every :class:`~think_core.turn.request.TurnRequest` has an :class:`Intake`; the runner calls it
+under the session's turn lock, in this order: :meth:`~Intake.admit` (may the turn run, and what
+it is), :meth:`~Intake.write` (the turn's input into the history), then — once the turn is over —
+:meth:`~Intake.store_answer`. Three kinds:
+
+* :class:`MessagesIntake` — the messages an entry path was given (``chat``, ``stream``,
+  ``save_messages``, a continuation), appended as they are; the answer is upserted.
+* ``TranscriptIntake`` (:mod:`think_core.chat.transcript`) — a chat client's whole transcript, applied to the stored history
+  when the turn is admitted (see :mod:`think_core.chat.transcript`): what it cuts, appends and
+  answers is worked out then, under the lock.
+* ``SubmissionIntake`` (:mod:`think_core.durable.queue`) — a durable submission: admitted only
+  while it is still running here, its messages applied from the store, its answer stored with
+  its completion in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol
+
+from ..messages import coerce_messages
+from ..types import Trigger, UIMessage
+
+__all__ = ["HistoryStore", "Intake", "MessagesIntake", "TurnRequestFields"]
+
+
+class HistoryStore(Protocol):
+    """The part of the session's store an intake uses."""
+
+    async def list_messages(self, session_id: str) -> list[UIMessage]: ...
+
+    async def upsert_message(self, session_id: str, message: UIMessage) -> None: ...
+
+    async def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
+
+    async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
+
+
+class TurnRequestFields(Protocol):
+    """The fields of a turn request an intake reads, and may settle when it admits the turn."""
+
+    trigger: Trigger
+    incoming: Any
+    continuation: bool
+    body: dict[str, Any] | None
+    message_ids: list[str] | None
+
+
+class Intake(Protocol):
+    """Where a turn's input comes from and where its answer goes (called under the turn lock)."""
+
+    async def admit(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> bool:
+        """Before anything else: whether the turn runs (``False``: it is skipped). May settle
+        what the turn is (its trigger, its incoming messages)."""
+        ...
+
+    async def write(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> None:
+        """Write the turn's input into the history."""
+        ...
+
+    async def store_answer(
+        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None
+    ) -> bool:
+        """Store the turn's answer (``None``: it has none) with the turn's final ``status``;
+        ``False`` when the store refused it (the turn is not its submission's any more)."""
+        ...
+
+
+class MessagesIntake:
+    """The messages of ``request.incoming`` (a list, or a function of the stored history
+    resolved now), appended as they are; the answer upserted."""
+
+    async def admit(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> bool:
+        return True
+
+    async def write(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> None:
+        incoming = request.incoming
+        if callable(incoming):
+            incoming = incoming(await db.list_messages(session_id))
+            if asyncio.iscoroutine(incoming):
+                incoming = await incoming
+            incoming = coerce_messages(incoming)
+        if incoming:
+            await db.append_messages(session_id, incoming)
+
+    async def store_answer(
+        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None
+    ) -> bool:
+        if message is not None:
+            await db.upsert_message(session_id, message)
+        return True

@@ -1,0 +1,205 @@
+"""The step journal of a durable turn: what a submission's turn has done, stored as it happens,
+so a turn interrupted by a crash resumes after its last durable step.
+
+Each entry is written in the transaction that advances the submission's progress marker and
+renews its lease (``Store.journal_submission``), and only while the submission is ours:
+
+* ``streamed`` (key: the step number) — a step's model output, before its tool calls run: the
+  step (text, reasoning, tool calls, usage) and the answer's parts so far;
+* ``tool_started`` / ``tool_finished`` (key: the tool-call id) — a call about to run / its result;
+* ``step`` (key: the step number) — a finished step with its tool results, and the parts so far;
+* ``reset`` — what came before is void (the turn runs again from its start, after a reactive
+  compaction).
+
+On recovery the turn replays its finished steps without running anything. For the step that
+was interrupted after its model output was stored, stored results are reused; a call that
+started without a stored result runs again only if its tool is idempotent or read-only, and is
+otherwise reported to the model as interrupted. A step whose output was not stored is asked of
+the model again.
+
+Every turn has a :class:`Journal` and calls it unconditionally: a :class:`NullJournal` for the
+turns of ``chat()``, ``stream()`` and the other in-process entry paths (it records nothing and
+restores nothing), the store-backed :class:`TurnJournal` for a durable submission's turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..errors import SubmissionLost
+from ..types import StepResult, UIMessage
+from .ui_stream import replay_chunks
+
+if TYPE_CHECKING:
+    from ..store import AsyncStore, JournalEntry
+
+__all__ = ["INTERRUPTED_CALL", "Journal", "JournalReplay", "MessageSnapshot", "NullJournal", "TurnJournal"]
+
+INTERRUPTED_CALL = (
+    "The tool call was interrupted (the process running it stopped) before its result was recorded; "
+    "it may or may not have taken effect. It was not run again."
+)
+
+# What a step record keeps of a StepResult (the rest is the turn's: session, request id, body).
+_STEP_FIELDS = {
+    "step_number", "finish_reason", "text", "reasoning_text", "reasoning_blocks", "tool_calls", "tool_results", "usage",
+    "model_id", "response_id", "warnings", "provider_metadata", "request", "response",
+}
+
+
+@dataclass
+class JournalReplay:
+    """What the journal says the interrupted turn had done."""
+
+    message_id: str | None = None  # the answer's id and its parts at the latest snapshot
+    parts: list[dict[str, Any]] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # finished steps, in order
+    streamed: dict[int, dict[str, Any]] = field(default_factory=dict)  # model output by step
+    started: set[str] = field(default_factory=set)  # tool calls that started
+    results: dict[str, dict[str, Any]] = field(default_factory=dict)  # their results, by call id
+
+    @classmethod
+    def of(cls, entries: list[JournalEntry]) -> JournalReplay:
+        replay = cls()
+        for entry in entries:
+            data = entry.data
+            if entry.kind == "reset":
+                replay = cls()
+            elif entry.kind == "tool_started":
+                replay.started.add(entry.key)
+            elif entry.kind == "tool_finished":
+                replay.results[entry.key] = data
+            elif entry.kind == "streamed":
+                replay._snapshot(data)
+                replay.streamed[int(entry.key)] = data["step"]
+            elif entry.kind == "step":
+                replay._snapshot(data)
+                replay.steps.append(data["step"])
+        return replay
+
+    def _snapshot(self, data: dict[str, Any]) -> None:
+        self.message_id, self.parts = data["message_id"], data["parts"]
+
+
+#: The answer as it stands, built only by a journal that records it (a snapshot costs a copy of
+#: every part: a turn that records nothing never pays for it).
+MessageSnapshot = Callable[[], UIMessage]
+
+
+class Journal(Protocol):
+    """What a turn records as it goes, and what an interrupted run of it had recorded.
+
+    The turn calls every method unconditionally; each may raise
+    :class:`~think_core.errors.SubmissionLost` when the turn is no longer its submission's.
+    """
+
+    #: What an earlier run recorded (empty until :meth:`load`, and for a new turn).
+    replay: JournalReplay
+
+    async def load(self) -> JournalReplay:
+        """Read what an earlier run of this turn recorded."""
+        ...
+
+    def stream_start(self, message: MessageSnapshot) -> list[dict[str, Any]] | None:
+        """The chunks a resumable stream of the turn starts with (what was restored), or ``None``
+        when it starts with nothing but the turn's own ``start``."""
+        ...
+
+    async def step_streamed(self, step: StepResult, message: MessageSnapshot) -> None:
+        """A step's model output, before its tool calls run."""
+        ...
+
+    async def tool_started(self, call_id: str) -> None:
+        """A tool call is about to run."""
+        ...
+
+    async def tool_finished(self, call_id: str, output: Any, error: str | None) -> None:
+        """A tool call's result (or error)."""
+        ...
+
+    async def step_finished(self, step: StepResult, message: MessageSnapshot) -> None:
+        """A finished step, with its tool results."""
+        ...
+
+    async def reset(self) -> None:
+        """What was recorded is void: the turn runs again from its start."""
+        ...
+
+
+class NullJournal:
+    """The journal of a turn that is not durable: records nothing, restores nothing."""
+
+    def __init__(self) -> None:
+        self.replay = JournalReplay()
+
+    async def load(self) -> JournalReplay:
+        return self.replay
+
+    def stream_start(self, message: MessageSnapshot) -> list[dict[str, Any]] | None:
+        return None
+
+    async def step_streamed(self, step: StepResult, message: MessageSnapshot) -> None:
+        pass
+
+    async def tool_started(self, call_id: str) -> None:
+        pass
+
+    async def tool_finished(self, call_id: str, output: Any, error: str | None) -> None:
+        pass
+
+    async def step_finished(self, step: StepResult, message: MessageSnapshot) -> None:
+        pass
+
+    async def reset(self) -> None:
+        pass
+
+
+class TurnJournal:
+    """The journal of one durable submission's turn, in the store."""
+
+    def __init__(self, db: AsyncStore, session_id: str, submission_id: str) -> None:
+        self.db = db
+        self.session_id = session_id
+        self.submission_id = submission_id
+        self.replay = JournalReplay()
+
+    async def load(self) -> JournalReplay:
+        """Read what an earlier owner of the submission journaled (nothing for a new one)."""
+        entries = await self.db.submission_journal(self.session_id, self.submission_id)
+        self.replay = JournalReplay.of(entries)
+        return self.replay
+
+    def stream_start(self, message: MessageSnapshot) -> list[dict[str, Any]] | None:
+        # After a crash the stream is written again from what was restored (not its `finish`):
+        # a page that follows it sees the whole answer, whatever the crash cut off.
+        return replay_chunks(message())[:-1]
+
+    async def _write(self, kind: str, key: str, data: dict[str, Any]) -> None:
+        if not await self.db.journal_submission(self.session_id, self.submission_id, kind, key, data):
+            raise SubmissionLost(self.submission_id, self.session_id)
+
+    async def step_streamed(self, step: StepResult, message: MessageSnapshot) -> None:
+        await self._write("streamed", str(step.step_number), _snapshot(step, message()))
+
+    async def tool_started(self, call_id: str) -> None:
+        await self._write("tool_started", call_id, {})
+
+    async def tool_finished(self, call_id: str, output: Any, error: str | None) -> None:
+        await self._write("tool_finished", call_id, {"output": output, "error": error})
+
+    async def step_finished(self, step: StepResult, message: MessageSnapshot) -> None:
+        await self._write("step", str(step.step_number), _snapshot(step, message()))
+
+    async def reset(self) -> None:
+        self.replay = JournalReplay()
+        await self._write("reset", "", {})
+
+
+def _snapshot(step: StepResult, message: UIMessage) -> dict[str, Any]:
+    return {
+        "step": step.model_dump(mode="json", include=_STEP_FIELDS),
+        "message_id": message.id,
+        "parts": message.parts,
+    }

@@ -1,0 +1,350 @@
+"""Running the tool calls of a step: validation, ``before_tool_call``, execution
+(or block / substitute), ``after_tool_call`` and the ``tool-result`` chunk, per call.
+
+Calls of one step run concurrently. Whatever goes wrong with a call — an unknown tool,
+arguments that are not JSON or do not validate, a raising decision hook or tool — becomes an
+error result for the model, never a failed turn.
+
+In a durable turn (a ``TurnJournal``; other turns have a null journal), a call is journaled as started before it runs and its
+result as soon as it is known, so each side effect happens at most once: on recovery a stored
+result is reused, and a call that started without one runs again only if its tool is
+idempotent or read-only — otherwise the model (and ``after_tool_call``) gets an error result
+saying it was interrupted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
+from ..errors import HookTimeout
+from ..events import ToolResult
+from ..models.base import ModelMessage, ToolCallRequest
+from ..tools import AnyTool, ToolInputError
+from ..types import (
+    ChunkContext,
+    SessionView,
+    ToolCallContext,
+    ToolCallDecision,
+    ToolCallResultContext,
+    ToolDecisionAction,
+)
+from .journal import INTERRUPTED_CALL, Journal
+from .ui_stream import AssistantMessageBuilder
+
+if TYPE_CHECKING:
+    from ..hooks.dispatch import HookDispatcher
+
+logger = logging.getLogger("think.tools")
+
+BLOCKED_DEFAULT = 'Tool "{name}" was blocked by before_tool_call.'
+
+
+@dataclass
+class ToolOutcome:
+    """One call's result; ``pending`` calls wait for a client result or a human approval."""
+
+    call: ToolCallRequest
+    output: Any = None
+    error: str | None = None
+    pending: bool = False
+
+
+class ToolCallRunner:
+    """Runs tool calls for one turn, writing their parts into ``builder``.
+
+    :param approved: ids of ``needs_approval`` calls a human approved (they run; others wait).
+    :param invalid_inputs: raw arguments of calls whose input was not a JSON object, by call id.
+    :param body: the turn's body, handed to the hooks on every context.
+    :param journal: what the turn records (a durable turn's step journal, or a null one).
+    """
+
+    def __init__(
+        self,
+        session: SessionView,
+        request_id: str,
+        hooks: HookDispatcher,
+        builder: AssistantMessageBuilder,
+        *,
+        approved: frozenset[str] = frozenset(),
+        invalid_inputs: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        journal: Journal,
+    ) -> None:
+        self.journal = journal
+        self.session = session
+        self.request_id = request_id
+        self.hooks = hooks
+        self.builder = builder
+        self.approved = approved
+        self.invalid_inputs = invalid_inputs if invalid_inputs is not None else {}
+        self.body = body
+
+    async def run_all(
+        self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, AnyTool], messages: list[ModelMessage]
+    ) -> list[ToolOutcome]:
+        if len(calls) == 1:
+            return [await self._run_one(step_number, calls[0], tools, messages)]
+        return list(await asyncio.gather(*(self._run_one(step_number, c, tools, messages) for c in calls)))
+
+    async def _run_one(
+        self, step_number: int, call: ToolCallRequest, tools: dict[str, AnyTool], messages: list[ModelMessage]
+    ) -> ToolOutcome:
+        tool = tools.get(call.name)
+        invalid_raw = self.invalid_inputs.get(call.id)
+        model_input = call.input
+        started = time.perf_counter()
+        decision: ToolDecisionAction = "allow"
+        replayed = await self._from_journal(step_number, call, tool, messages, started)
+        if replayed is not None:
+            return replayed
+        if tool is None:
+            available = ", ".join(sorted(tools)) or "none"
+            return await self._finish(
+                step_number, call, tool, messages, started, decision,
+                error=f"Unknown tool {call.name!r}. Available tools: {available}.",
+            )
+        if invalid_raw is not None:
+            return await self._finish(
+                step_number, call, tool, messages, started, decision,
+                error=f"Invalid arguments for tool {call.name!r}: expected a JSON object, got {invalid_raw!r}.",
+            )
+        try:
+            validated = tool.validate_input(model_input)
+        except ToolInputError as exc:
+            return await self._finish(step_number, call, tool, messages, started, decision, error=str(exc))
+
+        if tool.is_client:
+            return ToolOutcome(call, pending=True)
+        if tool.annotations.needs_approval and call.id not in self.approved:
+            self.builder.tool_approval_requested(call.id)
+            return ToolOutcome(call, pending=True)
+
+        ctx = ToolCallContext(
+            session=self.session,
+            request_id=self.request_id,
+            body=self.body,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            input=validated,
+            tool=tool,
+            messages=messages,
+        )
+        decided = await self._decide(ctx, step_number, call, tool, messages, started)
+        if isinstance(decided, ToolOutcome):
+            return decided
+        verdict, decided_by = decided
+        if verdict is not None and verdict.action == "block":
+            decision = "block"
+            output = verdict.reason or BLOCKED_DEFAULT.format(name=call.name)
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by
+            )
+        if verdict is not None and verdict.action == "substitute":
+            return await self._finish(
+                step_number, call, tool, messages, started, "substitute", output=verdict.output, decided_by=decided_by
+            )
+        run_input = verdict.input if verdict is not None and verdict.input is not None else validated
+        await self.journal.tool_started(call.id)
+        try:
+            output = await self._execute(step_number, tool, call, run_input)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return await self._finish(
+                step_number, call, tool, messages, started, decision, error=_describe(exc), decided_by=decided_by
+            )
+        return await self._finish(step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by)
+
+    async def _decide(
+        self,
+        ctx: ToolCallContext,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool,
+        messages: list[ModelMessage],
+        started: float,
+    ) -> tuple[ToolCallDecision | None, str | None] | ToolOutcome:
+        """``before_tool_call``'s verdict and who gave it; or the outcome of a call the hook
+        failed for (a guard that timed out blocks it: fail closed; any other failure fails it)."""
+        try:
+            return await self.hooks.decide_tool_call(ctx)
+        except HookTimeout as exc:
+            # Fail closed: a guard that did not answer in time must not let the call through.
+            logger.warning("tool call %s of %s blocked: %s", call.id, call.name, exc)
+            output = f'Tool "{call.name}" was blocked: {exc}.'
+            return await self._finish(
+                step_number, call, tool, messages, started, "block", output=output, decided_by=exc.plugin_name
+            )
+        except Exception as exc:
+            # The error names the plugin (PluginError); the call fails, the turn goes on.
+            logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
+            return await self._finish(step_number, call, tool, messages, started, "allow", error=_describe(exc))
+
+    async def _from_journal(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool | None,
+        messages: list[ModelMessage],
+        started: float,
+    ) -> ToolOutcome | None:
+        """The outcome of a call an earlier owner of the turn already settled or started; ``None``
+        for a call to run now (never started, or started and safe to repeat)."""
+        replay = self.journal.replay
+        stored = replay.results.get(call.id)
+        if stored is not None:  # reused as it is: no hook runs again for it
+            output, error = stored.get("output"), stored.get("error")
+            if error is None:
+                self.builder.tool_output(call.id, output)
+            else:
+                self.builder.tool_error(call.id, error)
+            return ToolOutcome(call, output=output, error=error)
+        if call.id not in replay.started:
+            return None
+        if tool is not None and (tool.annotations.idempotent or tool.annotations.read_only):
+            logger.info("tool call %s of %s was interrupted; running it again (idempotent)", call.id, call.name)
+            return None
+        logger.warning("tool call %s of %s was interrupted and is not run again", call.id, call.name)
+        return await self._finish(
+            step_number, call, tool, messages, started, "allow", error=INTERRUPTED_CALL, interrupted=True
+        )
+
+    async def _execute(self, step_number: int, tool: AnyTool, call: ToolCallRequest, run_input: dict[str, Any]) -> Any:
+        function = tool.function
+        if function is None:  # a client tool: its calls wait for the client and never get here
+            raise TypeError(f"tool {tool.name!r} has no implementation to run")
+        if tool.is_generator:
+            return await self._consume(step_number, call, function(**run_input))
+        if tool.is_async:
+            result = await function(**run_input)
+        else:
+            # A plain function may block (file or network I/O): run it in a worker thread so the
+            # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
+            result = await asyncio.to_thread(function, **run_input)
+            if inspect.isawaitable(result):
+                result = await result
+        if isinstance(result, AsyncIterable):  # returned, not written as a generator: the same contract
+            return await self._consume(step_number, call, result)
+        return result
+
+    async def _consume(self, step_number: int, call: ToolCallRequest, results: AsyncIterable[Any]) -> Any:
+        """Each item of a streaming tool is a preliminary result; the last one is the result."""
+        last: Any = None
+        observers = self.hooks.chunk_observers
+        async for value in results:
+            last = value
+            self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
+            if observers:
+                self.hooks.emit_chunk(
+                    ChunkContext(
+                        self.session, self.request_id, step_number,
+                        ToolResult(call.id, call.name, value, preliminary=True), self.body,
+                    )
+                )
+        return last
+
+    async def _finish(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool | None,
+        messages: list[ModelMessage],
+        started: float,
+        decision: ToolDecisionAction,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        interrupted: bool = False,
+        decided_by: str | None = None,
+    ) -> ToolOutcome:
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        output = _jsonable(output)
+        if error is None:
+            self.builder.tool_output(call.id, output)
+        else:
+            self.builder.tool_error(call.id, error)
+        await self.journal.tool_finished(call.id, output, error)
+        await self.hooks.after_tool_call(
+            ToolCallResultContext(
+                session=self.session,
+                request_id=self.request_id,
+                body=self.body,
+                step_number=step_number,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                input=call.input,
+                tool=tool,
+                messages=messages,
+                success=error is None,
+                output=output,
+                error=error,
+                duration_ms=duration_ms,
+                decision=decision,
+                interrupted=interrupted,
+                decided_by=decided_by,
+            )
+        )
+        if self.hooks.chunk_observers:
+            self.hooks.emit_chunk(
+                ChunkContext(
+                    self.session, self.request_id, step_number, ToolResult(call.id, call.name, output, error), self.body
+                )
+            )
+        return ToolOutcome(call, output=output, error=error)
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # an exception whose __str__ fails must not fail the turn
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    """Tool outputs are persisted and streamed as strict JSON: pydantic models and other objects
+    are converted, and NaN/Infinity (which ``JSON.parse`` rejects) become ``null``."""
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        json.dumps(value, allow_nan=False)
+        return value
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return _finite(to_jsonable_python(value, fallback=_unrepresentable))
+    except Exception:
+        return _unrepresentable(value)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_finite(item) for item in value]
+    return value
+
+
+def _unrepresentable(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception:
+        return f"<unrepresentable {type(value).__name__}>"
