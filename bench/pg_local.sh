@@ -35,8 +35,8 @@ case "${1:-start}" in
     if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; fi
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     as_owner "$bin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
-    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-      -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off" start >/dev/null
+    echo "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off" > "$dir/options"
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -o "$(cat "$dir/options")" start >/dev/null
     as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE think_test" >/dev/null
     echo "export THINK_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$port/think_test"
     echo "export THINK_PG_DIR=$dir"
@@ -47,7 +47,18 @@ case "${1:-start}" in
     as_owner "$bin/pg_ctl" -D "$dir/data" -m immediate stop >/dev/null || true
     rm -rf "$dir"
     ;;
+  restart | pause | resume)
+    # The server of a running cluster, for tests of a database that restarts or goes away:
+    # restart (fast shutdown, then up again), pause (stopped, files kept), resume (started again).
+    dir=${2:?pg_local $1 DIR}
+    bin=$(find_bin)
+    case "$1" in
+      restart) as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w restart >/dev/null ;;
+      pause) as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null ;;
+      resume) as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -o "$(cat "$dir/options")" start >/dev/null ;;
+    esac
+    ;;
   *)
-    echo "usage: pg_local.sh start | stop DIR" >&2; exit 2
+    echo "usage: pg_local.sh start | stop DIR | restart DIR | pause DIR | resume DIR" >&2; exit 2
     ;;
 esac

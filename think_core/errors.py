@@ -13,7 +13,8 @@ The hierarchy::
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
         ├── ClientRequestRefused          a chat client asked for what only the server may do (also a ValueError)
-        └── UnknownSubmission             no durable submission has that id (also a KeyError)
+        ├── UnknownSubmission             no durable submission has that id (also a KeyError)
+        └── StoreUnavailable              the database cannot be reached; nothing of the operation was committed
 
 The ``KeyError`` / ``TypeError`` bases keep ``except KeyError`` / ``except TypeError`` written
 against earlier versions working; new code catches the think class by name, so a ``KeyError``
@@ -179,6 +180,13 @@ class UnknownSubmission(ThinkError, KeyError):
 
     def __str__(self) -> str:  # KeyError's own __str__ would quote the message as a repr
         return str(self.args[0])
+
+
+class StoreUnavailable(ThinkError):
+    """The store's database cannot be reached (a restart, a failover, an outage), and the
+    operation did not commit: it may be run again. The engine retries store calls that fail so
+    for a while (``AsyncStore.retry_for`` seconds) before it raises this; an accepted durable
+    submission is never failed for it — it waits and is resumed once the database is back."""
 
 
 class SubmissionLost(ThinkError):

@@ -242,6 +242,7 @@ class ChatSubmissions:
         the transcript says otherwise (``stop_on_close``: an HTTP client that went away)."""
         queue = self._queue.listen(sid)
         row: Submission | None = None
+        ended = False  # followed to its end (else the client closed the stream before it)
         try:
             row = await self._submission(chat, sid, trigger, body)
             streamed = False
@@ -251,6 +252,7 @@ class ChatSubmissions:
                     streamed = True
                     yield chunk
             if streamed:
+                ended = True
                 return
             if row is not None:
                 row = await self._queue.wait(row.submission_id)
@@ -258,9 +260,10 @@ class ChatSubmissions:
             stored = [m for m in await self._db.list_messages(self._session_id) if m.id == answer]
             for chunk in replay_chunks(stored[0]) if stored else ():
                 yield chunk
+            ended = True
         finally:
             self._queue.unlisten(sid, queue)
-            if transcript.stop_on_close and row is not None and row.status in ("pending", "running"):
+            if not ended and transcript.stop_on_close and row is not None and row.status in ("pending", "running"):
                 # Closed before its end (a client stopped the stream): stop the turn, as for every stream.
                 # Shielded: the server closes a stream its client left from a cancelled scope, where
                 # every await is cancelled at once; the cancel must still happen.
@@ -356,6 +359,7 @@ class ChatSubmissions:
         stored answer replayed. Closing the stream of the request that accepted it cancels it
         when ``stop_on_close``."""
         mine = row.submission_id == sid
+        ended = False  # followed to its end (else the client closed the stream before it)
         try:
             streamed = False
             if mine or row.status in ("pending", "running"):
@@ -363,14 +367,16 @@ class ChatSubmissions:
                     streamed = True
                     yield chunk
             if streamed:
+                ended = True
                 return
             row = await self._queue.wait(row.submission_id)
             stored = [m for m in await self._db.list_messages(self._session_id) if m.id == row.answer_message_id]
             for chunk in replay_chunks(stored[0]) if stored else ():
                 yield chunk
+            ended = True
         finally:
             self._queue.unlisten(row.submission_id, queue)
-            if mine and stop_on_close and row.status in ("pending", "running"):
+            if not ended and mine and stop_on_close and row.status in ("pending", "running"):
                 # Shielded, as for a chat: the server closes a stream from a cancelled scope.
                 await asyncio.shield(self._queue.cancel(row.submission_id))
 

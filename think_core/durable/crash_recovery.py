@@ -33,6 +33,7 @@ __all__ = [
     "recover_orphaned_submissions",
     "recover_submissions",
     "recovery_action",
+    "resume_own_submissions",
 ]
 
 RecoveryAction = Literal["requeue", "mark_applied_and_answer", "answer"]
@@ -118,6 +119,19 @@ def recover_orphaned_submissions(store: Store, session_id: str, *, lease: float)
             logger.info("%s", describe_takeover(taken, default_lease=lease, now=now, here=here))
             retaken.append(taken)
     return _decide(store, session_id, retaken)
+
+
+def resume_own_submissions(store: Store, session_id: str, submission_ids: Iterable[str]) -> list[Submission]:
+    """This process's own ``running`` submissions that a store outage interrupted (their turn
+    stopped, nothing else took them): requeue the ones never applied, and return the ones that
+    need an answer, to run again from their journal. One another owner took meanwhile (its
+    lease expired during the outage) is that owner's. Synchronous: run it on the store's thread."""
+    me, wanted = store.submission_owner(), set(submission_ids)
+    mine = [
+        row for row in store.list_submissions(session_id, status="running")
+        if row.submission_id in wanted and row.owner is not None and row.owner.id == me.id
+    ]
+    return _decide(store, session_id, mine)
 
 
 def describe_takeover(row: HeldRow, *, default_lease: float, now: float, here: ProcessIdentity | None = None) -> str:

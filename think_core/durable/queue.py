@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, cast, get_args
 
 from pydantic import ConfigDict
 
-from ..errors import UnknownSubmission
+from ..errors import StoreUnavailable, UnknownSubmission
 from ..messages import MessageInput, coerce_messages
 from ..store import Submission
 from ..turn.journal import TurnJournal
 from ..turn.request import TurnRequest
 from ..types import Trigger
-from .crash_recovery import recover_orphaned_submissions
+from .crash_recovery import recover_orphaned_submissions, resume_own_submissions
 from .intake import SubmissionIntake
 from .lease import LeaseKeeper
 
@@ -46,6 +46,11 @@ OWNER_CHECK = 0.5
 
 
 _DONE = object()  # a listener's end of stream
+
+#: Longest pause between two attempts of a drain waiting for its store to come back.
+OUTAGE_PAUSE = 5.0
+#: What a follower of a turn that a store outage stopped is told (the turn runs again later).
+STORE_OUTAGE = "The database is unavailable. Your message is kept and will be answered once it is back."
 
 #: Keys of a submission's ``metadata`` the drain reads: the entry path its turn reports as its
 #: trigger (a server chat: ``http`` / ``websocket``) and the turn's ``body`` (the client's extra
@@ -97,6 +102,8 @@ class SubmissionQueue:
         self._changed = asyncio.Event()
         # Who follows the turn of a submission live (a server chat's stream), by submission id.
         self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
+        #: This process's submissions whose turn a store outage stopped: run again once it is back.
+        self._interrupted: set[str] = set()
 
     async def recover(self) -> None:
         """Called once when the session opens in this process: drain if anything is unfinished.
@@ -148,9 +155,28 @@ class SubmissionQueue:
     async def _drain(self) -> None:
         """Until nothing of the session is unfinished: retake what a dead or expired owner
         left, then claim the next submission in order. While an earlier one runs elsewhere,
-        look again every :data:`OWNER_CHECK` seconds."""
+        look again every :data:`OWNER_CHECK` seconds. While the store is unavailable (past the
+        store's own retries), wait and try again: nothing accepted is dropped."""
+        pause = OWNER_CHECK
+        while True:
+            try:
+                if not await self._drain_once():
+                    return
+                pause = OWNER_CHECK
+            except StoreUnavailable as exc:
+                logger.warning("the drain of session %s waits for the store: %s", self.session_id, exc)
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, OUTAGE_PAUSE)
+
+    async def _drain_once(self) -> bool:
+        """Run what is due; ``False`` once nothing of the session is unfinished."""
         session_id = self.session_id
         while True:
+            if self._interrupted:
+                resumed = await self.db.run(resume_own_submissions, session_id, list(self._interrupted))
+                self._interrupted.clear()
+                for row in resumed:
+                    await self._run(row, recovering=True)
             recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
             for retaken in recovered:
                 await self._run(retaken, recovering=True)
@@ -161,7 +187,7 @@ class SubmissionQueue:
             if recovered:
                 continue
             if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
-                return
+                return False
             try:
                 await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
             except TimeoutError:
@@ -204,6 +230,14 @@ class SubmissionQueue:
                 await db.finish_submission(session_id, sid, status, error=error)
         except asyncio.CancelledError:
             raise
+        except StoreUnavailable as exc:
+            # Not the turn's failure: the row stays ours and running, and runs again (from its
+            # journal) once the store is back. Followers are told now, not left with a bare end.
+            logger.warning("submission %s of session %s stopped: the store is unavailable (%s)", sid, session_id, exc)
+            self._interrupted.add(sid)
+            for listener in self._listeners.get(sid, ()):
+                listener.put_nowait({"type": "error", "errorText": STORE_OUTAGE})
+            raise
         except Exception as exc:  # an accepted submission is never dropped silently
             logger.exception("submission %s failed", sid)
             if not intake.answered:
@@ -241,7 +275,12 @@ class SubmissionQueue:
             try:
                 item = await asyncio.wait_for(queue.get(), OWNER_CHECK)
             except TimeoutError:
-                row = await self.db.get_submission(self.session_id, submission_id)
+                try:
+                    row = await self.db.get_submission(self.session_id, submission_id)
+                except StoreUnavailable:
+                    # The follower is told and let go; the turn is answered once the store is back.
+                    yield {"type": "error", "errorText": STORE_OUTAGE}
+                    return
                 if row is not None and row.status in _UNFINISHED:
                     continue
                 while not queue.empty():  # what was emitted meanwhile

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import StoreUnavailable
 from ..events import Usage
 from ..messages import to_model_messages
 from ..models.base import ModelMessage
@@ -131,8 +132,8 @@ class TurnRecovery:
     async def _attempt(self, turn: Turn, request_id: str) -> TurnOutcome:
         try:
             return await turn.run()
-        except (TurnFailed, asyncio.CancelledError):
-            raise
+        except (TurnFailed, asyncio.CancelledError, StoreUnavailable):
+            raise  # a store outage is not the turn's failure: a durable turn runs again after it
         except Exception as exc:  # a bug must still end the turn by the failure policy
             logger.exception("turn %s raised unexpectedly", request_id)
             raise TurnFailed(exc, "turn") from exc

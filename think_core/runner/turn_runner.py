@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NestedTurnError
+from ..errors import NestedTurnError, StoreUnavailable
 from ..messages import new_id, origin_message_ids
 from ..turn.request import TurnFailed, TurnOutcome, TurnRequest
 from ..turn.ui_stream import AssistantMessageBuilder
@@ -223,7 +223,7 @@ class TurnRunner:
         try:
             try:
                 await request.intake.write(self.db, self.session.id, request)
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, StoreUnavailable):
                 raise
             except Exception as exc:
                 failure = TurnFailed(exc, "persist")

@@ -41,6 +41,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
 from ..agent import Think
+from ..errors import StoreUnavailable
 from . import http
 from .auth import accepted_subprotocol, is_authorized
 from .frames import timeline_frame
@@ -116,6 +117,8 @@ def guarded(handler: Endpoint, token: str | None, *, allow_query: bool = False) 
             return await handler(request)
         except http.HTTPError as exc:
             return http.error_response(exc.status, exc.message, exc.kind)
+        except StoreUnavailable as exc:  # a database restart or outage: try again shortly
+            return http.error_response(503, f"the database is unavailable: {exc}", "unavailable")
 
     return endpoint
 

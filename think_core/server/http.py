@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agent import Think
-from ..errors import ClientRequestRefused, ThinkError
+from ..errors import ClientRequestRefused, StoreUnavailable, ThinkError
 from ..messages import new_id
 from .frames import MAX_JSON_DEPTH, ProtocolError, check_depth, dumps, error_body, split_chat_body
 from .hub import SessionHub
@@ -126,17 +126,7 @@ async def chat(
     # WebSocket clients of the session (the chat page) see HTTP turns too.
     relay = TurnRelay(hub, session_id, stream_id, transcript)
     chunks = session.stream_transcript(transcript, body=turn_body, trigger="http", request_id=stream_id)
-    # Start the turn before answering, so start-up errors get a proper status.
-    try:
-        first = await chunks.__anext__()
-    except StopAsyncIteration:  # nothing to run: the answers left a tool call waiting
-        first = None
-    except ClientRequestRefused as exc:  # nothing was stored
-        await chunks.aclose()
-        raise HTTPError(400, str(exc), "invalid_request") from None
-    except ThinkError as exc:  # e.g. a plugin failing to configure the session
-        await chunks.aclose()
-        raise HTTPError(500, str(exc), "internal_error") from None
+    first = await _first_chunk(chunks)
 
     async def body() -> AsyncIterator[str]:
         try:
@@ -158,6 +148,24 @@ async def chat(
         yield SSE_DONE
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
+
+
+async def _first_chunk(chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str, Any] | None:
+    """Start the turn before answering, so that start-up errors get a proper status; ``None``
+    when nothing runs (the answers left a tool call waiting)."""
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
+    except ClientRequestRefused as exc:  # nothing was stored
+        await chunks.aclose()
+        raise HTTPError(400, str(exc), "invalid_request") from None
+    except StoreUnavailable as exc:  # nothing was accepted: the client may send it again
+        await chunks.aclose()
+        raise HTTPError(503, f"the chat cannot be served now: {exc}", "unavailable") from None
+    except ThinkError as exc:  # e.g. a plugin failing to configure the session
+        await chunks.aclose()
+        raise HTTPError(500, str(exc), "internal_error") from None
 
 
 MAX_SESSION_ID = 256

@@ -12,6 +12,7 @@ committed (so a listener never hears of a stream it cannot read yet), and heard 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -21,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ..errors import StoreUnavailable
 from .shared import StreamListener
 
 logger = logging.getLogger("think.store")
@@ -69,13 +71,23 @@ class PgSessionLocks:
 
     def try_acquire(self, session_id: str) -> bool:
         with self._mutex:
-            row = self._connection().execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key(session_id),)
-            ).fetchone()
+            try:
+                row = self._try_lock(session_id)
+            except psycopg.OperationalError:
+                # The lock connection died with the server (a restart): once more on a new one.
+                try:
+                    row = self._try_lock(session_id)
+                except psycopg.OperationalError as exc:
+                    raise StoreUnavailable(f"PostgreSQL connection for session locks lost: {exc}") from exc
             taken = bool(row and row[0])
             if taken:
                 self._held.add(session_id)
             return taken
+
+    def _try_lock(self, session_id: str) -> Any:
+        return self._connection().execute(
+            "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._key(session_id),)
+        ).fetchone()
 
     def release(self, session_id: str) -> None:
         with self._mutex:
@@ -84,7 +96,8 @@ class PgSessionLocks:
             self._held.discard(session_id)
             if self._conn is None or self._conn.closed:
                 return  # released by the server with its connection
-            self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key(session_id),))
+            with contextlib.suppress(psycopg.OperationalError):  # a lost connection took it along
+                self._conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (self._key(session_id),))
 
     def close(self) -> None:
         with self._mutex:

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from ..errors import StoreUnavailable
 from ..types import UIMessage
 from .base import JournalEntry, Store, StreamInfo, Submission, UnfinishedSubmission, is_postgres_url
 from .sqlite import SQLiteStore
@@ -21,6 +25,11 @@ from .sqlite import SQLiteStore
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
 T = TypeVar("T")
+
+logger = logging.getLogger("think.store")
+
+#: Seconds a store call is retried while the database is unreachable (see ``AsyncStore.retry_for``).
+DEFAULT_RETRY_FOR = 15.0
 
 
 def open_store(spec: Store | str | os.PathLike[str] | None = None) -> Store:
@@ -53,6 +62,9 @@ class AsyncStore:
 
     def __init__(self, store: Store) -> None:
         self.sync = store
+        #: Seconds a call whose database is unreachable is tried again before StoreUnavailable is
+        #: raised (a PostgreSQL restart takes a few).
+        self.retry_for = DEFAULT_RETRY_FOR
         self._executor: ThreadPoolExecutor | None = None
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
@@ -219,6 +231,12 @@ class AsyncStore:
         return await self._on_store_thread(functools.partial(function, self.sync, *args, **kwargs))
 
     async def _on_store_thread(self, call: Callable[[], T]) -> T:
+        try:
+            return await self._once(call)
+        except StoreUnavailable as exc:
+            return await self._retried(call, exc)
+
+    async def _once(self, call: Callable[[], T]) -> T:
         if self._inline:
             return call()
         if self._closed:
@@ -227,6 +245,22 @@ class AsyncStore:
             workers = int(getattr(self.sync, "max_concurrency", 1))
             self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="think-store")
         return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+
+    async def _retried(self, call: Callable[[], T], first: StoreUnavailable) -> T:
+        """A call whose database went away before it committed (a restart, a failover), run
+        again on a fresh connection until it goes through or :attr:`retry_for` seconds passed."""
+        logger.warning("the store is unavailable (%s); retrying for up to %g s", first, self.retry_for)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(StoreUnavailable),
+            stop=stop_after_delay(self.retry_for),
+            wait=wait_exponential(multiplier=0.05, max=2.0),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                result = await self._once(call)
+        logger.warning("the store is available again")
+        return result
 
     @property
     def closed(self) -> bool:

@@ -30,13 +30,13 @@ from typing import Any
 try:
     import psycopg
     from psycopg import sql
-    from psycopg_pool import ConnectionPool
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised by the missing-extra test
     raise ImportError(
         "the PostgreSQL store needs psycopg 3 and psycopg-pool: pip install 'think-agent[postgres]'"
     ) from exc
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, StoreUnavailable
 from ._pg_schema import SCHEMA_VERSION, migrate
 from ._pg_shared import PgSessionLock, PgSessionLocks, listen_streams, notify_stream
 from ._rows import RowsBase
@@ -50,6 +50,8 @@ __all__ = ["SCHEMA_VERSION", "PostgresStore", "is_postgres_url"]
 
 _SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,47}$")
 DEFAULT_SCHEMA = "think"
+#: Seconds a store call waits for a pooled connection before it reports the database unavailable.
+POOL_TIMEOUT = 5.0
 
 
 @functools.lru_cache(maxsize=512)
@@ -120,9 +122,14 @@ class PostgresConnection(RowsBase):
         self._closed = False
         with psycopg.connect(url, autocommit=True) as conn:
             migrate(conn, self.schema)
+        # A connection a database restart killed fails its next use before COMMIT
+        # (StoreUnavailable, retried by the async store on a fresh one; the pool drops the broken
+        # one) rather than being checked on every use, which costs a round trip per transaction.
+        # A short `timeout`: a database that is down is reported and retried, not waited on.
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=min_size, max_size=max_size, open=True, configure=self._configure,
             kwargs={"autocommit": True}, name=f"think-{self.schema}",
+            timeout=POOL_TIMEOUT, reconnect_timeout=3600,
         )
         self._locks = PgSessionLocks(url, self.schema)
 
@@ -147,15 +154,22 @@ class PostgresConnection(RowsBase):
     def _transaction(self, begin: str) -> Iterator[_Connection]:
         if self._closed:
             raise RuntimeError("store is closed")
-        with self._pool.connection() as conn:
-            conn.execute(begin)
-            try:
-                yield _Connection(conn)
-            except BaseException:
-                with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
-                    conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        try:
+            with self._pool.connection() as conn:
+                try:
+                    conn.execute(begin)
+                    yield _Connection(conn)
+                except BaseException as exc:
+                    with contextlib.suppress(psycopg.Error):  # a broken connection: the pool drops it
+                        conn.execute("ROLLBACK")
+                    if isinstance(exc, psycopg.OperationalError) and conn.broken:
+                        # The server went away before COMMIT: nothing of it was committed.
+                        raise StoreUnavailable(f"PostgreSQL connection lost: {exc}") from exc
+                    raise
+                # A failure of COMMIT itself leaves its outcome unknown: raised as it is.
+                conn.execute("COMMIT")
+        except PoolTimeout as exc:
+            raise StoreUnavailable(f"no PostgreSQL connection could be had: {exc}") from exc
 
     def close(self) -> None:
         """Close the pool and the lock connection. Idempotent."""
