@@ -13,6 +13,7 @@ from .errors import (
     PluginLoadError,
     PluginResultError,
     ProviderError,
+    StoreUnavailable,
     ThinkError,
     UnknownSubmission,
     UnknownToolCall,
@@ -64,6 +65,7 @@ from .types import (
 )
 
 __all__ = [
+    "StoreUnavailable",
     "ClientRequestRefused",
     "PROJECT",
     "AnthropicModel",
