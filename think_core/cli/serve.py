@@ -102,11 +102,13 @@ async def run(args: argparse.Namespace) -> int:
             app, host=args.host, port=args.port, ws="websockets-sansio", lifespan="on", log_level="info",
             log_config=uvicorn_log_config(), timeout_graceful_shutdown=5,
         )
-        # Bind first, so the announced URL has the real port (also for --port 0).
+        # Bind first, so the announced URL has the real port (also for --port 0); announce it once
+        # start-up (recovery included) is over and the socket accepts connections.
         sock = config.bind_socket()
         host, port = sock.getsockname()[:2]
-        print(f"think: serving on http://{host}:{port}  (chat page at /)", flush=True)
-        await _server_class(uvicorn)(config).serve(sockets=[sock])
+        server = _server_class(uvicorn)(config)
+        server.announce = f"think: serving on http://{host}:{port}  (chat page at /)"
+        await server.serve(sockets=[sock])
     finally:
         await agent.aclose()
     return 0
@@ -121,6 +123,13 @@ def _server_class(uvicorn: Any) -> type:
     """
 
     class Server(uvicorn.Server):
+        announce = ""  # printed once the server accepts connections
+
+        async def startup(self, sockets: list[Any] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and self.announce:
+                print(self.announce, flush=True)
+
         @contextlib.contextmanager
         def capture_signals(self) -> Iterator[None]:
             loop = asyncio.get_running_loop()

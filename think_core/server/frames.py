@@ -185,21 +185,35 @@ MAX_JSON_DEPTH = 64
 
 
 def check_depth(value: Any, what: str, *, request_id: str | None = None) -> None:
-    """Refuse ``value`` when its JSON nests deeper than :data:`MAX_JSON_DEPTH` (walked without
-    recursion, so the check itself cannot overflow)."""
+    """Refuse ``value`` when its JSON nests deeper than :data:`MAX_JSON_DEPTH` or holds a string
+    that is not Unicode text (a lone surrogate such as ``"\\ud800"``, which JSON can spell but
+    no database or UTF-8 stream can store). Walked without recursion, so the check itself cannot
+    overflow."""
     level: list[Any] = [value]
     depth = 0
     while level:
         depth += 1
         if depth > MAX_JSON_DEPTH:
             raise ProtocolError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels", "invalid_json", request_id=request_id)
-        level = [
-            child
-            for item in level
-            if isinstance(item, (dict, list))
-            for child in (item.values() if isinstance(item, dict) else item)
-            if isinstance(child, (dict, list))
-        ]
+        deeper: list[Any] = []
+        for item in level:
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item if isinstance(item, list) else [item]
+            for child in children:
+                if isinstance(child, (dict, list)):
+                    deeper.append(child)
+                elif isinstance(child, str) and not _is_text(child):
+                    raise ProtocolError(f"{what} holds a string that is not valid Unicode (a lone surrogate)", "invalid_json", request_id=request_id)
+        level = deeper
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_frame(text: str) -> dict[str, Any]:

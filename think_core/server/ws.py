@@ -17,9 +17,11 @@ from typing import Any
 from starlette.websockets import WebSocket
 
 from ..agent import Think
-from ..chat.transcript import ClientTranscript, ToolAnswer
+from ..chat.transcript import ClientTranscript
 from ..errors import ClientRequestRefused, UnknownToolCall
 from ..messages import new_id
+from ..turn.pending_calls import ToolAnswer
+from ..types import UIMessage
 from . import frames as F
 from .frames import ProtocolError
 from .hub import Connection, SessionHub
@@ -30,6 +32,8 @@ logger = logging.getLogger("think.server")
 
 #: Chat requests one connection may have running or queued at once.
 MAX_REQUESTS_IN_FLIGHT = 8
+#: Tool results and approvals one connection may have waiting at once.
+MAX_ANSWERS_IN_FLIGHT = 32
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -46,6 +50,9 @@ class ChatSocket:
         self.session_id = session_id
         self.session = agent.session(session_id)
         self._in_flight: set[asyncio.Task] = set()
+        self._answers_in_flight: set[asyncio.Task[Any]] = set()
+        self._next_transcript: list[UIMessage] | None = None  # the newest setMessages not applied yet
+        self._replacing = False
         self.websocket = websocket
         self.max_frame_bytes = max_frame_bytes
         self.connection: Connection | None = None
@@ -237,20 +244,30 @@ class ChatSocket:
         raw = frame.get("messages")
         if not isinstance(raw, list):
             raise ProtocolError("cf_agent_chat_messages: 'messages' must be an array")
-        messages = F.parse_messages(raw)
+        # The last transcript wins: one replacement at a time per connection, and of the ones
+        # sent while it waits or runs only the newest is applied after it. So a client flooding
+        # setMessages holds at most two transcripts in this server's memory, not one per frame.
+        self._next_transcript = F.parse_messages(raw)
+        if not self._replacing:
+            self._replacing = True
+            # In the background, so a cancel frame still gets through while it waits for a turn.
+            self.hub.spawn(self.session_id, self._replace_latest(), name=f"think-ws-messages-{self.session_id}", kind="edit")
+
+    async def _replace_latest(self) -> None:
         sender = self.connection
-
-        async def replace() -> None:
-            read_at = self.hub.tick()
-            try:
-                stored = await self.session.replace_messages(messages, from_client=True)
-            except Exception as exc:
-                self.send(F.error_frame(f"the transcript was not replaced: {exc}", "invalid_request", frame_type=F.CHAT_MESSAGES))
-                return
-            self.hub.snapshot(self.session_id, stored, read_at, exclude=sender)
-
-        # In the background, so a cancel frame still gets through while it waits for a turn.
-        self.hub.spawn(self.session_id, replace(), name=f"think-ws-messages-{self.session_id}", kind="edit")
+        try:
+            while self._next_transcript is not None:
+                messages, self._next_transcript = self._next_transcript, None
+                read_at = self.hub.tick()
+                try:
+                    stored = await self.session.replace_messages(messages, from_client=True)
+                except Exception as exc:
+                    error = f"the transcript was not replaced: {exc}"
+                    self.send(F.error_frame(error, "invalid_request", frame_type=F.CHAT_MESSAGES))
+                    continue
+                self.hub.snapshot(self.session_id, stored, read_at, exclude=sender)
+        finally:
+            self._replacing = False
 
     # -- client tools and approvals ----------------------------------------------------------------
     async def on_tool_result(self, frame: dict[str, Any]) -> None:
@@ -275,6 +292,11 @@ class ChatSocket:
     def _answer(self, answer: ToolAnswer, auto_continue: bool, name: str) -> None:
         """Answer a tool call and stream the auto-continuation (if one runs) to every
         connection, with ``continuation: true``."""
+        if len(self._answers_in_flight) >= MAX_ANSWERS_IN_FLIGHT:
+            # Each waits for the turn ahead of it: bound what one client can pile up.
+            raise ProtocolError(
+                f"too many tool answers in flight on this connection (at most {MAX_ANSWERS_IN_FLIGHT})", "too_many_requests"
+            )
         transcript = ClientTranscript(answers=[answer], auto_continue=auto_continue)
         if auto_continue and self.resume is not None and self.resume.speaks_resume and self.connection is not None:
             # A client of the handshake resumes the continuation (from its first chunk) itself.
@@ -293,7 +315,9 @@ class ChatSocket:
                 # Resume probes that waited for this continuation hear that none streams now.
                 self.hub.release_waiting(self.session_id)
 
-        self.hub.spawn(self.session_id, settle(), name=name, kind="settle")
+        task = self.hub.spawn(self.session_id, settle(), name=name, kind="settle")
+        self._answers_in_flight.add(task)
+        task.add_done_callback(self._answers_in_flight.discard)
 
 
 def _optional_bool(frame: dict[str, Any], field: str) -> bool:

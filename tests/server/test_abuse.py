@@ -1,0 +1,99 @@
+"""Bounded under abuse: what one client sends cannot grow the server's memory without bound or
+get a 500, and ``think serve`` announces itself only once it accepts connections.
+
+Against a real ``think serve`` process (its memory read from ``/proc``) and real clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.support.serve import ROOT, think_serve
+
+TIMEOUT = 60.0
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+def transcript(n: int, size: int) -> list[dict[str, Any]]:
+    """``n`` user messages of about ``size`` bytes in all (a client's whole transcript)."""
+    each = "x" * (size // n)
+    return [{"id": f"u{i}", "role": "user", "parts": [{"type": "text", "text": f"{i} {each}"}]} for i in range(n)]
+
+
+def serve_env(tmp_path: Path) -> dict[str, str]:
+    env = {**os.environ, "THINK_HOME": str(tmp_path)}
+    env.pop("THINK_API_TOKEN", None)
+    return env
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the server's memory from /proc")
+async def test_a_set_messages_flood_from_one_socket_keeps_the_servers_memory_bounded(tmp_path: Path) -> None:
+    async with think_serve("--model", "demo", "--db", str(tmp_path / "db.sqlite"), env=serve_env(tmp_path)) as (proc, base):
+        url = base.replace("http://", "ws://") + "/agents/think/flood"
+        async with connect(url, max_size=None) as flooder, connect(url, max_size=None) as watcher:
+            for ws in (flooder, watcher):
+                while json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"] != "cf_agent_identity":
+                    pass
+            before = rss_mib(proc.pid)
+            frames = [json.dumps({"type": "cf_agent_chat_messages", "messages": transcript(40, 55_000 + i)}) for i in range(3)]
+            for i in range(3000):  # ~55 KB each, as fast as the socket takes them
+                await flooder.send(frames[i % 3])
+            last = transcript(2, 100)
+            await flooder.send(json.dumps({"type": "cf_agent_chat_messages", "messages": last}))
+            # The last one wins: the other tab ends up with the flooder's last transcript.
+            while True:
+                frame = json.loads(await asyncio.wait_for(watcher.recv(), TIMEOUT))
+                if frame["type"] == "cf_agent_chat_messages" and [m["id"] for m in frame["messages"]] == ["u0", "u1"]:
+                    break
+            after = rss_mib(proc.pid)
+    # Before the replacements were coalesced, this flood took the server from ~70 to ~355 MiB.
+    assert after - before < 80, f"RSS grew from {before:.0f} MiB to {after:.0f} MiB"
+
+
+async def test_lone_surrogates_and_deep_metadata_get_400_with_nothing_stored(tmp_path: Path) -> None:
+    bodies = [
+        '{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"bad \\ud800"}]}]}',
+        '{"id":"\\ud800","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}]}]}',
+        '{"id":"s1","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"hi"}],"metadata":{"a":'
+        + "[" * 950 + "]" * 950 + "}}]}",
+    ]
+    async with think_serve("--model", "demo", "--db", str(tmp_path / "db.sqlite"), env=serve_env(tmp_path)) as (_, base):
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            for body in bodies:
+                response = await http.post("/api/chat", content=body, headers={"content-type": "application/json"})
+                assert response.status_code == 400, (body[:60], response.text)
+                assert response.json()["error"]["type"] == "invalid_json"
+            assert (await http.get("/api/sessions/s1/messages")).json()["messages"] == []
+        async with connect(base.replace("http://", "ws://") + "/agents/think/s1") as ws:
+            await ws.send('{"type":"cf_agent_chat_messages","messages":[{"id":"u1","role":"user","parts":[{"type":"text","text":"\\udfff"}]}]}')
+            while True:
+                frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+                if frame["type"] == "cf_agent_error":
+                    break
+            assert "lone surrogate" in frame["error"]["message"]
+
+
+async def test_the_serving_line_comes_once_the_server_accepts_connections(tmp_path: Path) -> None:
+    # No retry, no polling: the first request right after the line must be served.
+    async with think_serve("--model", "demo", "--db", str(tmp_path / "db.sqlite"), env=serve_env(tmp_path)) as (_, base):
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            assert (await http.get("/healthz")).status_code == 200
+
+
+def test_root_is_the_repository() -> None:  # the helpers above start `think serve` from there
+    assert (ROOT / "think_core").is_dir()
