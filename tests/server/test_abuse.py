@@ -95,5 +95,42 @@ async def test_the_serving_line_comes_once_the_server_accepts_connections(tmp_pa
             assert (await http.get("/healthz")).status_code == 200
 
 
+async def test_slow_headers_are_dropped_after_the_header_timeout_while_a_websocket_stays(tmp_path: Path) -> None:
+    args = ("--model", "demo", "--db", str(tmp_path / "db.sqlite"), "--header-timeout", "2")
+    async with think_serve(*args, env=serve_env(tmp_path)) as (_, base):
+        host, port = base.removeprefix("http://").split(":")
+        slow = [await asyncio.open_connection(host, int(port)) for _ in range(50)]
+        async with connect(base.replace("http://", "ws://") + "/agents/think/quiet") as ws:  # idle, but a WebSocket
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            header = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Slow: " + b"a" * 40
+
+            async def dribble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> float:
+                """Send the header a byte a quarter second; the time the server closed on us."""
+                for byte in header:
+                    try:
+                        writer.write(bytes([byte]))
+                        await writer.drain()
+                    except ConnectionError:
+                        break
+                    if reader.at_eof():
+                        break
+                    try:
+                        await asyncio.wait_for(reader.read(1), 0.25)
+                        break  # end of stream (or an answer): closed
+                    except TimeoutError:
+                        pass
+                writer.close()
+                return loop.time() - started
+
+            closed_after = await asyncio.gather(*(dribble(r, w) for r, w in slow))
+            assert all(1.5 < t < 8 for t in closed_after), sorted(closed_after)[:3] + sorted(closed_after)[-3:]
+            # The WebSocket, opened at the same time and silent since, is still served.
+            await ws.send(json.dumps({"type": "cf_agent_stream_resume_request"}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"]
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            assert (await http.get("/healthz")).status_code == 200
+
+
 def test_root_is_the_repository() -> None:  # the helpers above start `think serve` from there
     assert (ROOT / "think_core").is_dir()

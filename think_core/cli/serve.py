@@ -52,6 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-timeline", action="store_true", help="do not send hook timeline frames to WebSocket clients")
     parser.add_argument(
+        "--header-timeout", type=float, default=None, metavar="SECONDS",
+        help="close a connection whose request headers take longer than this to arrive (default 10)",
+    )
+    parser.add_argument(
         "--cancel-on-disconnect", action="store_true",
         help="stop an HTTP chat's turn when its client closes the response (default: it runs on, and a reload resumes it)",
     )
@@ -74,6 +78,7 @@ async def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
+        from ..server.header_timeout import HEADER_TIMEOUT, with_header_timeout
         from ..server.logs import uvicorn_log_config
     except ImportError as exc:
         print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
@@ -101,6 +106,7 @@ async def run(args: argparse.Namespace) -> int:
         config = uvicorn.Config(
             app, host=args.host, port=args.port, ws="websockets-sansio", lifespan="on", log_level="info",
             log_config=uvicorn_log_config(), timeout_graceful_shutdown=5,
+            http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT),
         )
         # Bind first, so the announced URL has the real port (also for --port 0); announce it once
         # start-up (recovery included) is over and the socket accepts connections.
