@@ -11,6 +11,7 @@ from .errors import (
     NestedTurnError,
     PluginError,
     PluginLoadError,
+    PluginLoadInterrupted,
     PluginResultError,
     ProviderError,
     StoreUnavailable,
@@ -65,6 +66,7 @@ from .types import (
 )
 
 __all__ = [
+    "PluginLoadInterrupted",
     "StoreUnavailable",
     "ClientRequestRefused",
     "PROJECT",

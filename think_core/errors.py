@@ -9,6 +9,7 @@ The hierarchy::
         ├── PluginError                   a plugin failed where the operation must stop
         │   ├── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
         │   ├── PluginLoadError           ... an installed plugin could not be loaded (also a ConfigurationError)
+        │   │   └── PluginLoadInterrupted ... a KeyboardInterrupt while it loaded (also a KeyboardInterrupt)
         │   └── HookTimeout               ... by running past its time limit (also a TimeoutError)
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
@@ -126,6 +127,13 @@ class PluginLoadError(PluginError, ConfigurationError):
         )
         self.distribution = distribution
         self.failed = failed or (plugin_name,)
+
+
+class PluginLoadInterrupted(PluginLoadError, KeyboardInterrupt):
+    """A ``KeyboardInterrupt`` while an entry-point plugin was loading — a Ctrl-C, or a plugin
+    raising it at import. Still an interrupt (the agent stops, even with
+    ``broken_plugins="warn"``, and ``except KeyboardInterrupt`` still catches it), but one that
+    names the plugin, as every load failure does."""
 
 
 class HookTimeout(PluginError, TimeoutError):

@@ -477,3 +477,15 @@ def test_the_same_entry_point_listed_by_two_distributions_loads_once(
     loaded = [info.name for info in pm.plugin_infos if info.status == "loaded"]
     assert sorted(loaded) == ["sample_good", "sample_tracked"]
     assert not [info for info in pm.plugin_infos if info.status == "failed"]
+
+
+def test_an_interrupt_while_a_plugin_loads_names_the_plugin(
+    exiting_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Still an interrupt (above), and a load failure naming the plugin, also with "warn"."""
+    monkeypatch.setenv("THINK_PLUGINS", "interrupted_on_import")
+    monkeypatch.setenv("THINK_BROKEN_PLUGINS", "warn")
+    with pytest.raises(PluginLoadError) as raised:
+        build_plugin_manager()
+    assert isinstance(raised.value, KeyboardInterrupt)
+    assert raised.value.plugin_name == "interrupted_on_import" and "interrupted while loading" in str(raised.value)

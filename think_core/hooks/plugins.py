@@ -24,7 +24,7 @@ from typing import Any, Literal
 import pluggy
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import ConfigurationError, PluginLoadError
+from ..errors import ConfigurationError, PluginLoadError, PluginLoadInterrupted
 from . import specs as hookspecs
 from .limits import section_for_model
 from .markers import ENTRY_POINT_GROUP, PROJECT
@@ -223,8 +223,8 @@ def _load_entry_points(
     Allow/deny lists are checked before ``ep.load()``, so a disabled plugin is never imported.
     A plugin that fails to import, instantiate or register is listed as failed — also when it
     raises ``SystemExit`` (a ``sys.exit()`` at import time must not end the host process) or
-    any other ``BaseException``; only ``KeyboardInterrupt`` propagates, because the user asked
-    to stop. Bad settings are not isolated (they are the user's configuration error).
+    any other ``BaseException``; a ``KeyboardInterrupt`` stops the agent (the user asked to stop,
+    or the plugin says so) as a :class:`PluginLoadInterrupted` naming the plugin. Bad settings are not isolated (they are the user's configuration error).
     """
     failures: list[tuple[PluginInfo, BaseException]] = []
     seen: set[tuple[str, str]] = set()
@@ -246,19 +246,26 @@ def _load_entry_points(
         try:
             target = ep.load()
             plugin = target() if inspect.isclass(target) else target
-        except KeyboardInterrupt:
-            raise
+        except KeyboardInterrupt as exc:
+            raise _interrupted(ep.name, source, exc) from exc
         except BaseException as exc:
             failures.append(_record_failure(pm, ep.name, source, exc))
             continue
         _apply_settings(plugin, ep.name, settings)
         try:
             pm.register(plugin, name=ep.name, source=source)
-        except KeyboardInterrupt:
-            raise
+        except KeyboardInterrupt as exc:
+            raise _interrupted(ep.name, source, exc) from exc
         except BaseException as exc:
             failures.append(_record_failure(pm, ep.name, source, exc))
     return failures
+
+
+def _interrupted(name: str, source: _Source, exc: KeyboardInterrupt) -> PluginLoadInterrupted:
+    return PluginLoadInterrupted(
+        name, exc, distribution=source.distribution,
+        message=f"plugin {name!r} was interrupted while loading (KeyboardInterrupt); the agent does not start",
+    )
 
 
 def _record_failure(
