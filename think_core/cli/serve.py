@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import re
 import signal
 import sys
@@ -83,6 +84,8 @@ async def run(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
         return 2
+    if not getattr(args, "verbose", 0):
+        _operator_log()
     try:
         agent = agent_from_args(args)
     except ConfigurationError as exc:
@@ -119,6 +122,20 @@ async def run(args: argparse.Namespace) -> int:
         await agent.aclose()
     return 0
 
+
+
+def _operator_log() -> None:
+    """Without ``-v``, ``think serve`` still shows what an operator must see: submissions taken
+    over from a dead server or waiting for the store (``think.submissions``, INFO and up)."""
+    from ..server.logs import RedactSecrets
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("think: %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets())
+    submissions = logging.getLogger("think.submissions")
+    submissions.addHandler(handler)
+    submissions.setLevel(logging.INFO)
+    submissions.propagate = False  # not twice when something else shows think's records too
 
 
 def _server_class(uvicorn: Any) -> type:
