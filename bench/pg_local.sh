@@ -34,11 +34,17 @@ case "${1:-start}" in
     dir=$(mktemp -d -t think-pg-XXXXXX)
     if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; fi
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    as_owner "$bin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+    # TCP connections must give the password (scram-sha-256), as a real server's do: the tests
+    # then see what a password-checking server does. The socket in $dir stays trusted.
+    password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
+    echo "$password" > "$dir/pwfile"
+    if [ "$(id -u)" = 0 ]; then chown postgres "$dir/pwfile"; fi
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+      --pwfile="$dir/pwfile" >/dev/null
     echo "-p $port -k $dir -c listen_addresses=127.0.0.1 -c max_connections=400 -c fsync=off" > "$dir/options"
     as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/log" -w -o "$(cat "$dir/options")" start >/dev/null
-    as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE think_test" >/dev/null
-    echo "export THINK_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$port/think_test"
+    PGPASSWORD="$password" as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U postgres -qc "CREATE DATABASE think_test" >/dev/null
+    echo "export THINK_TEST_POSTGRES_URL=postgresql://postgres:$password@127.0.0.1:$port/think_test"
     echo "export THINK_PG_DIR=$dir"
     ;;
   stop)
