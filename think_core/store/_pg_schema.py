@@ -12,7 +12,7 @@ from typing import Any
 
 from psycopg import sql
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Version 1, the baseline; later versions are the numbered steps of _MIGRATIONS.
 _BASELINE = (
@@ -107,7 +107,11 @@ _BASELINE = (
     )""",
 )
 # The statements that take a database from the previous version to this one.
-_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Idempotency keys in code-point order, for a look-up by key prefix (submissions_by_key_prefix)
+    # that does not depend on the database's collation.
+    2: ('CREATE INDEX submissions_by_key ON submissions (session_id, (idempotency_key COLLATE "C"))',),
+}
 
 
 def migrate(conn: Any, schema: str) -> int:

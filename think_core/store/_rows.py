@@ -5,7 +5,8 @@ The row classes (``_session_rows``, ``_submission_rows``, ``_journal_rows``, ``_
 are written once, in SQL that SQLite and PostgreSQL both run, with ``?`` placeholders (the
 PostgreSQL connection translates them). Where the two differ a backend sets a class attribute:
 :attr:`RowsBase.IS` (null-safe equality), :attr:`RowsBase.INSERTION_ORDER` (the column that
-orders rows by insertion) and :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row it reads).
+orders rows by insertion), :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row it reads) and
+:attr:`RowsBase.KEY_ORDER` (how a key is compared in code-point order).
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ class RowsBase:
     INSERTION_ORDER = "rowid"
     #: Appended to the query that reads the next submission to claim (row locks, where there are any).
     LOCK_NEXT = ""
+    #: Put after a key column to compare it in code-point order (SQLite's default BINARY order).
+    KEY_ORDER = ""
 
     owner_id: str
     owner: SubmissionOwner

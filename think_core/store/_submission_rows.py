@@ -36,6 +36,17 @@ _TAKE_LEASE = (
 )
 
 
+def _after_prefix(prefix: str) -> str | None:
+    """The least string greater than every string starting with ``prefix`` in code-point
+    order (``None``: there is none)."""
+    for i in range(len(prefix) - 1, -1, -1):
+        code = ord(prefix[i]) + 1
+        code = 0xE000 if 0xD800 <= code <= 0xDFFF else code  # no surrogates in a stored key
+        if code <= 0x10FFFF:
+            return prefix[:i] + chr(code)
+    return None
+
+
 class SubmissionRows(SubmissionJournal):
     """Durable submissions, on the store's connection."""
 
@@ -152,6 +163,30 @@ class SubmissionRows(SubmissionJournal):
         with self._read() as conn:
             row = self._select_submission(conn, session_id, "submission_id = ?", (submission_id,))
         return self._submission(row) if row is not None else None
+
+    def get_submission_by_key(self, session_id: str, idempotency_key: str) -> Submission | None:
+        """The submission accepted with ``idempotency_key``: one look-up in the unique key index."""
+        with self._read() as conn:
+            row = self._select_submission(conn, session_id, "idempotency_key = ?", (idempotency_key,))
+        return self._submission(row) if row is not None else None
+
+    def submissions_by_key_prefix(self, session_id: str, prefix: str, limit: int | None = None) -> list[Submission]:
+        """The submissions whose idempotency key starts with ``prefix``, latest first: a range of
+        the key index (keys ordered by code point), so what it costs grows with the rows that
+        match, not with the session's submissions."""
+        if not prefix:
+            raise ValueError("the key prefix must not be empty")
+        key = f"idempotency_key{self.KEY_ORDER}"
+        where, args = f"{key} >= ?", [prefix]
+        upper = _after_prefix(prefix)
+        if upper is not None:
+            where, args = f"{where} AND {key} < ?", [prefix, upper]
+        sql = f"SELECT {_SUBMISSION_COLUMNS} FROM submissions WHERE session_id = ? AND {where} ORDER BY seq DESC"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        with self._read() as conn:
+            rows = conn.execute(sql, (session_id, *args)).fetchall()
+        return [s for s in map(self._submission, rows) if (s.idempotency_key or "").startswith(prefix)]
 
     def list_submissions(
         self,

@@ -119,6 +119,14 @@ class AsyncStore:
     async def get_submission(self, session_id: str, submission_id: str) -> Submission | None:
         return await self._call(self.sync.get_submission, session_id, submission_id)
 
+    async def get_submission_by_key(self, session_id: str, idempotency_key: str) -> Submission | None:
+        return await self._call(self.sync.get_submission_by_key, session_id, idempotency_key)
+
+    async def submissions_by_key_prefix(
+        self, session_id: str, prefix: str, limit: int | None = None
+    ) -> list[Submission]:
+        return await self._call(self.sync.submissions_by_key_prefix, session_id, prefix, limit)
+
     async def list_submissions(
         self, session_id: str, status: str | Iterable[str] | None = None, limit: int | None = None
     ) -> list[Submission]:

@@ -106,6 +106,7 @@ class PostgresConnection(RowsBase):
     IS = "IS NOT DISTINCT FROM"
     INSERTION_ORDER = "seq"
     LOCK_NEXT = " FOR UPDATE SKIP LOCKED"
+    KEY_ORDER = ' COLLATE "C"'  # the order of the submissions_by_key index, whatever the database's
 
     def __init__(
         self, url: str, *, schema: str | None = None, host: str | None = None, min_size: int = 1, max_size: int = 8
