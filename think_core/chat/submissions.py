@@ -36,7 +36,15 @@ from ..store import Submission
 from ..turn.pending_calls import WAITING_STATES, ToolAnswer
 from ..turn.ui_stream import replay_chunks
 from ..types import Trigger, UIMessage
-from .transcript import CONTINUE_TRIGGER, REGENERATE, SUBMIT, ClientTranscript, message_with_tool_call, reconcile
+from .transcript import (
+    CONTINUE_TRIGGER,
+    REGENERATE,
+    SUBMIT,
+    ClientTranscript,
+    Reconciliation,
+    message_with_tool_call,
+    reconcile,
+)
 
 if TYPE_CHECKING:
     from ..store import AsyncStore
@@ -69,9 +77,12 @@ class DurableChat:
         return self.message.id
 
 
-def durable_chat(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableChat | None:
+def durable_chat(
+    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+) -> DurableChat | None:
     """The durable form of a chat request, or ``None`` when it does more than add a user
-    message: a regeneration, an edit (it cuts the history), tool answers, a continuation."""
+    message: a regeneration, an edit (it cuts the history), tool answers, a continuation.
+    ``plan``: the request reconciled with ``stored`` already (see :func:`reconcile_transcript`)."""
     if transcript.trigger != SUBMIT or transcript.answers or not transcript.messages:
         return None
     last = transcript.messages[-1]
@@ -81,7 +92,8 @@ def durable_chat(stored: Sequence[UIMessage], transcript: ClientTranscript) -> D
     message_id = transcript.message_id
     if message_id == last.id and last.id in ids and stored[ids.index(last.id)].parts == last.parts:
         message_id = None  # "editing" a message into what it already says: the same message, sent again
-    plan = reconcile(stored, transcript.messages, transcript.trigger, message_id)
+    if plan is None or message_id != transcript.message_id:
+        plan = reconcile(stored, transcript.messages, transcript.trigger, message_id)
     if plan.cut or plan.answers or plan.continuation:
         return None
     after = ids.index(last.id) + 1 if last.id in ids else len(ids)
@@ -121,13 +133,15 @@ def continuation_key(message_id: str, call_ids: Sequence[str]) -> str:
     return f"continue:{message_id}:{','.join(sorted(call_ids))}"
 
 
-def durable_continuation(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableContinuation | None:
+def durable_continuation(
+    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+) -> DurableContinuation | None:
     """The durable form of a request that only answers tool calls, or ``None``: it does more
     (a new message comes with the answers), or it leaves a call waiting (nothing runs yet), or
     it answers a message that is not the last one."""
     if transcript.trigger != SUBMIT or not transcript.auto_continue or not stored:
         return None
-    plan = reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
+    plan = plan or reconcile_transcript(stored, transcript)
     if not plan.continuation:
         return None
     message = message_with_tool_call(stored, plan.answers[-1].tool_call_id)
@@ -162,12 +176,14 @@ def rewrite_key(trigger: str, message_id: str, message: UIMessage | None = None)
     return f"edit:{message_id}:{hashlib.sha256(parts.encode()).hexdigest()[:16]}"
 
 
-def durable_rewrite(stored: Sequence[UIMessage], transcript: ClientTranscript) -> DurableRewrite | None:
+def durable_rewrite(
+    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+) -> DurableRewrite | None:
     """The durable form of an edit or a regeneration, or ``None`` when the request is not one
     (or also answers tool calls, or leaves no user message to answer)."""
     if transcript.trigger not in (SUBMIT, REGENERATE):
         return None
-    plan = reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
+    plan = plan or reconcile_transcript(stored, transcript)
     if plan.continuation or plan.answers or not plan.cut:
         return None
     if plan.append:
@@ -180,6 +196,11 @@ def durable_rewrite(stored: Sequence[UIMessage], transcript: ClientTranscript) -
     if not kept or kept[-1].role != "user":
         return None
     return DurableRewrite(kept[-1], plan.cut[0], rewrite_key(REGENERATE, plan.cut[0]), edit=False)
+
+
+def reconcile_transcript(stored: Sequence[UIMessage], transcript: ClientTranscript) -> Reconciliation:
+    """What ``transcript`` means for the ``stored`` history (worked out once per request)."""
+    return reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
 
 
 def _settled_call_ids(message: UIMessage) -> set[str]:
@@ -219,13 +240,14 @@ class ChatSubmissions:
         stored = await self._db.list_messages(self._session_id)
         # Refused before anything is stored: what only the server may write (client_authority).
         await self._guard(stored, transcript)
-        chat = durable_chat(stored, transcript)
+        plan = reconcile_transcript(stored, transcript)
+        chat = durable_chat(stored, transcript, plan)
         if chat is not None:
             return self.stream(chat, transcript, body, trigger, sid)
-        continuation = durable_continuation(stored, transcript)
+        continuation = durable_continuation(stored, transcript, plan)
         if continuation is not None:
             return self.stream_continuation(continuation, transcript, sid)
-        rewrite = durable_rewrite(stored, transcript)
+        rewrite = durable_rewrite(stored, transcript, plan)
         if rewrite is not None:
             return self.stream_rewrite(rewrite, transcript, body, trigger, sid)
         retried = await self.retried_continuation(transcript)
@@ -322,7 +344,7 @@ class ChatSubmissions:
             key = rewrite_key(SUBMIT, message_id, edited)
         else:
             return None
-        return next((r for r in await self._db.list_submissions(self._session_id) if r.idempotency_key == key), None)
+        return await self._db.get_submission_by_key(self._session_id, key)
 
     async def follow_accepted(self, row: Submission, sid: str) -> AsyncGenerator[dict[str, Any], None]:
         """Follow a submission accepted by an earlier request, or replay its answer."""
@@ -338,7 +360,7 @@ class ChatSubmissions:
             return None
         prefix = f"continue:{last.id}:"
         settled = _settled_call_ids(last)
-        for row in reversed(await self._db.list_submissions(self._session_id)):
+        for row in await self._db.submissions_by_key_prefix(self._session_id, prefix):  # latest first
             key = row.idempotency_key or ""
             if key.startswith(prefix) and set(key[len(prefix) :].split(",")) <= settled:
                 return row
@@ -387,9 +409,9 @@ class ChatSubmissions:
         before; ``None`` when the message was answered outside any submission."""
         metadata: dict[str, Any] = {TRIGGER_KEY: trigger, **({BODY_KEY: body} if body is not None else {})}
         if not chat.append:
-            for row in await self._db.list_submissions(self._session_id):
-                if row.idempotency_key == chat.key:
-                    return row
+            row = await self._db.get_submission_by_key(self._session_id, chat.key)
+            if row is not None:
+                return row
             if chat.answer is not None:
                 return None
         accepted = await self._queue.submit(
