@@ -1,0 +1,200 @@
+"""Does a chat request cost more when the conversation is longer?
+
+A session is seeded with N prior messages (user / assistant pairs) and N prior finished
+submissions (a server chat is one submission per message), then takes R chat requests through
+``Session.stream_transcript`` — what ``think serve`` calls for a ``POST /api/chat`` or a
+``cf_agent_use_chat_request``: a new user message, accepted as a durable submission, answered by
+a one-step scripted model that ignores what it is given. The store is a SQLite file (or
+PostgreSQL with ``--postgres URL``) wrapped in a counting proxy: every call of a ``Store``
+method is counted, with its time.
+
+Each request is timed at three points from the moment it is handed to the session:
+
+  accept   the submission is accepted (``create_submission`` returned): working out what the
+           request means from the stored history and the submissions, and storing it — the
+           part of a request that is the engine's own bookkeeping
+  model    the turn's first ``before_step`` (the model is about to be called): accept, plus
+           the drain claiming the submission, appending the message and assembling the model's
+           input — which must read the whole history, since the model must see it
+  whole    the stream's end and the drain idle: the model's (scripted) answer stored too
+
+``--transcript last`` sends only the new user message (a client that sends the last message
+only, as AI SDK's ``prepareSendMessagesRequest`` can); ``full`` sends the whole transcript
+(``useChat``'s default), so the request itself grows with the conversation.
+
+    python bench/chat_scaling.py                          # N = 10, 1,000, 10,000
+    python bench/chat_scaling.py --sizes 10,10000 --repeat 15 --transcript full
+    python bench/chat_scaling.py --postgres postgresql://postgres@127.0.0.1:5432/think_bench
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import gc
+import os
+import tempfile
+import time
+from typing import Any
+
+from _common import machine, median, table
+
+from think_core import ScriptedModel, Think, hookimpl
+from think_core.chat.transcript import ClientTranscript
+from think_core.store import Store
+from think_core.store.aio import open_store
+from think_core.types import UIMessage
+
+SESSION = "long-chat"
+
+
+class CountingStore:
+    """A ``Store`` that counts the calls of each method (and when they returned) while
+    ``recording``; everything else is the wrapped store's."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.recording = False
+        self.calls: collections.Counter[str] = collections.Counter()
+        self.returned: dict[str, float] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._store, name)
+        if not callable(value) or name.startswith("_"):
+            return value
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return value(*args, **kwargs)
+            finally:
+                if self.recording:
+                    self.calls[name] += 1
+                    self.returned[name] = time.perf_counter()
+
+        return counted
+
+
+class StepClock:
+    """Notes when the first step of a turn is about to call the model."""
+
+    def __init__(self) -> None:
+        self.first_step: float | None = None
+
+    @hookimpl
+    def before_step(self, ctx: Any) -> None:
+        if self.first_step is None:
+            self.first_step = time.perf_counter()
+
+
+def seed(store: Store, n: int) -> list[UIMessage]:
+    """N messages (user / assistant pairs) and N finished submissions in the session."""
+    store.ensure_session(SESSION)
+    messages = [
+        UIMessage(id=f"m{i}", role="user" if i % 2 == 0 else "assistant",
+                  parts=[{"type": "text", "text": f"message {i} " + "lorem ipsum " * 8}])
+        for i in range(n)
+    ]
+    store.append_messages(SESSION, messages)
+    for i in range(n):
+        row, _ = store.create_submission(SESSION, [messages[i - i % 2]], idempotency_key=f"seed-{i}")
+        store.finish_submission(SESSION, row.submission_id, "completed")
+    return messages
+
+
+async def one_request(
+    agent: Think, counting: CountingStore, clock: StepClock, transcript: list[UIMessage]
+) -> dict[str, Any]:
+    session = agent.session(SESSION)
+    clock.first_step = None
+    counting.calls.clear()
+    counting.returned.clear()
+    gc.collect()
+    counting.recording = True
+    start = time.perf_counter()
+    async for _chunk in session.stream_transcript(ClientTranscript(messages=transcript), trigger="http"):
+        pass
+    await session.submissions_drained()
+    end = time.perf_counter()
+    counting.recording = False
+    accepted = counting.returned.get("create_submission")
+    calls = dict(counting.calls)
+    # The orphan watch's sweep (every 0.5 s, whatever the requests do) is not the request's:
+    # one unfinished_submissions and one submission_owner each time.
+    sweeps = calls.pop("unfinished_submissions", 0)
+    calls["submission_owner"] = calls.get("submission_owner", 0) - sweeps
+    return {
+        "accept": (accepted - start) * 1000 if accepted is not None else float("nan"),
+        "model": ((clock.first_step or end) - start) * 1000,
+        "whole": (end - start) * 1000,
+        "calls": {k: v for k, v in calls.items() if v},
+    }
+
+
+async def run_size(n: int, repeat: int, mode: str, resend: bool, spec: str | None, tmp: str) -> dict[str, Any]:
+    store = open_store(spec if spec else os.path.join(tmp, f"chat-{n}.db"))
+    if spec:  # a fresh schema per size
+        store.close()
+        store = open_store(f"{spec}{'&' if '?' in spec else '?'}options=-csearch_path%3Dbench_{n}_{os.getpid()}")
+    history = seed(store, n)
+    counting = CountingStore(store)
+    clock = StepClock()
+    model = ScriptedModel(["ok"], repeat=True)
+    results = []
+    async with Think(model, store=counting, plugins=[clock], load_entrypoints=False) as agent:
+        await agent.session(SESSION).open()
+        for r in range(repeat + 1):  # the first is a warm-up
+            message = UIMessage(id=f"new-{r}", role="user", parts=[{"type": "text", "text": f"question {r}"}])
+            transcript = [*history, message] if mode == "full" else [message]
+            result = await one_request(agent, counting, clock, transcript)
+            if resend:  # the same message sent again (a retry, a reload): its answer replayed
+                result = await one_request(agent, counting, clock, transcript)
+            if r:
+                results.append(result)
+            if mode == "full":
+                history = store.list_messages(SESSION)
+    counting_keys = sorted({k for res in results for k in res["calls"]})
+    per_request = {k: sorted({res["calls"].get(k, 0) for res in results}) for k in counting_keys}
+    return {
+        "n": n,
+        "accept": median([r["accept"] for r in results]),
+        "model": median([r["model"] for r in results]),
+        "whole": median([r["whole"] for r in results]),
+        "calls": sorted({sum(r["calls"].values()) for r in results}),
+        "by_method": per_request,
+    }
+
+
+def _calls(values: list[int]) -> str:
+    return "/".join(str(v) for v in values)
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10,1000,10000", help="prior messages / submissions (comma-separated)")
+    parser.add_argument("--repeat", type=int, default=9, help="timed requests per size (median)")
+    parser.add_argument("--transcript", choices=("last", "full"), default="last")
+    parser.add_argument("--resend", action="store_true",
+                        help="time each message sent a second time (answered already) instead of the first")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL instead of a SQLite file")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"# chat_scaling: transcript={args.transcript}{', resent' if args.resend else ''}, {args.repeat} requests per size, "
+          f"store={'postgresql' if args.postgres else 'sqlite file'}")
+    print(f"# {machine()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [await run_size(n, args.repeat, args.transcript, args.resend, args.postgres, tmp) for n in sizes]
+    base = rows[0]
+    print(table(
+        ["prior msgs/subs", "accept ms", "×", "to model ms", "×", "whole ms", "×", "store calls"],
+        [[r["n"], r["accept"], r["accept"] / base["accept"], r["model"], r["model"] / base["model"],
+          r["whole"], r["whole"] / base["whole"], _calls(r["calls"])] for r in rows],
+    ))
+    methods = sorted({m for r in rows for m in r["by_method"]})
+    print()
+    print(table(["store method", *(f"N={r['n']:,}" for r in rows)],
+                [[m, *(_calls(r["by_method"].get(m, [0])) for r in rows)] for m in methods]))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
