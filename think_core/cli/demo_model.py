@@ -74,7 +74,7 @@ TOOLS: list[Tool[Any, Any]] = [get_weather, save_note, send_email]
 
 def demo_model(*, delay: float = STREAM_DELAY) -> ScriptedModel:
     """The model ``--model demo`` stands for."""
-    return ScriptedModel([demo_step], repeat=True, delay=delay)
+    return ScriptedModel([demo_step], repeat=True, delay=delay, record=False)
 
 
 def demo_step(request: ModelRequest) -> Step:

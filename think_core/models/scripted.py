@@ -81,6 +81,8 @@ class ScriptedModel:
     :param steps: ``Step`` objects, plain strings (a text-only step) or callables of the request.
     :param delay: seconds to sleep before each streamed piece (to simulate a slow provider).
     :param repeat: replay the script from the start when it runs out (for long runs).
+    :param record: keep every request in ``requests`` (tests read them); off for a model that
+        serves for long, such as ``--model demo``, whose memory would grow with every turn.
     """
 
     provider = "scripted"
@@ -92,14 +94,17 @@ class ScriptedModel:
         delay: float = 0.0,
         repeat: bool = False,
         model_id: str = "scripted",
+        record: bool = True,
     ) -> None:
         self.steps = list(steps)
         self.delay = delay
         self.repeat = repeat
         self.model_id = model_id
         self.requests: list[ModelRequest] = []
+        self.record = record
         self._position = 0
         self._call_counter = 0
+        self._streams = 0  # requests streamed (recorded or not)
 
     def add(self, *steps: ScriptEntry) -> None:
         self.steps.extend(steps)
@@ -118,7 +123,9 @@ class ScriptedModel:
         return Step(text=entry) if isinstance(entry, str) else entry
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        self.requests.append(request)
+        self._streams += 1
+        if self.record:
+            self.requests.append(request)
         step = self._next_step(request)
         if step.error is not None and not step.error_after_output:
             raise step.error
@@ -147,7 +154,7 @@ class ScriptedModel:
             yield ToolCall(call_id, scripted.name, _parse_object(raw), raw)
         usage = step.usage or _estimate_usage(request, step)
         reason = step.finish_reason or ("tool-calls" if step.tool_calls else "stop")
-        yield Finish(reason, usage, response_id=f"scripted-{len(self.requests)}", model_id=self.model_id)
+        yield Finish(reason, usage, response_id=f"scripted-{self._streams}", model_id=self.model_id)
 
 
 def _parse_object(raw: str) -> dict[str, Any] | None:
