@@ -7,12 +7,9 @@ import logging
 
 import pytest
 
+from tests.support.logs import failure_events
 from think_core import ScriptedModel, Step
 from think_core.agent import Think
-
-
-def failure_events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "think.events" and r.getMessage() == "chat:request:failed"]
 
 
 async def test_a_failed_turn_emits_exactly_one_failure_event(caplog: pytest.LogCaptureFixture) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from tests.support.scripted import tool_results
 from think_core import (
     ConfigurationError,
     HookTimeout,
@@ -27,7 +28,6 @@ from think_core import (
     tool,
 )
 from think_core.models import call
-from think_core.models.base import ToolMessage
 
 DEADLINE = 30  # seconds a turn may take on a busy machine; a hung one would take forever
 WORDS = " ".join(f"w{i}" for i in range(40))  # 40 streamed pieces
@@ -107,7 +107,7 @@ def tool_step() -> list[Any]:
     return [Step(tool_calls=[call("delete_file", {"path": "a.txt"})]), "done"]
 
 
-def make_agent(tmp_path: Path, script: list[Any], plugin: object, **options: Any) -> Think:
+def agent_on_disk(tmp_path: Path, script: list[Any], plugin: object, **options: Any) -> Think:
     options.setdefault("tools", [delete_file])
     return Think(
         ScriptedModel(script, delay=0.01),
@@ -123,10 +123,6 @@ def _reset_tool_runs() -> None:
     ran.clear()
 
 
-def tool_results(model: ScriptedModel) -> dict[str, ToolMessage]:
-    return {m.tool_name: m for m in model.requests[-1].messages if isinstance(m, ToolMessage)}
-
-
 def warnings_about(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and text in r.getMessage()]
 
@@ -138,7 +134,7 @@ async def test_a_hung_before_tool_call_blocks_the_call_and_the_turn_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     guard = HungToolGuard()
-    agent = make_agent(tmp_path, tool_step(), guard, hook_timeout=1)
+    agent = agent_on_disk(tmp_path, tool_step(), guard, hook_timeout=1)
     result = await asyncio.wait_for(agent.session("s").chat("delete a.txt"), DEADLINE)
     assert result.status == "completed" and result.text == "done"
     assert ran == []  # fail closed: the call never ran
@@ -155,7 +151,7 @@ async def test_a_blocking_on_chunk_is_skipped_for_the_rest_of_its_turn(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     chunks = SlowChunks()
-    agent = make_agent(tmp_path, [WORDS, "second answer"], chunks, hook_timeout=1)
+    agent = agent_on_disk(tmp_path, [WORDS, "second answer"], chunks, hook_timeout=1)
     session = agent.session("s")
     # 40 chunks at 1.5 s each would hold the turn for a minute; past its limit it is skipped.
     result = await asyncio.wait_for(session.chat("talk"), DEADLINE)
@@ -171,7 +167,7 @@ async def test_a_blocking_on_chunk_is_skipped_for_the_rest_of_its_turn(
 async def test_a_hung_on_chat_response_is_skipped_and_the_answer_stands(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    agent = make_agent(tmp_path, ["hello there"], HungResponse(), hook_timeout=1)
+    agent = agent_on_disk(tmp_path, ["hello there"], HungResponse(), hook_timeout=1)
     result = await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)
     assert result.status == "completed" and result.text == "hello there"
     assert warnings_about(caplog, "'hung_response' timed out in on_chat_response after 1s (hook_timeout); skipped")
@@ -185,7 +181,7 @@ async def test_a_hung_on_chat_response_is_skipped_and_the_answer_stands(
 async def test_a_hung_on_chat_error_is_skipped_and_the_turn_ends_in_the_original_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    agent = make_agent(tmp_path, [Step(error=RuntimeError("model exploded"))], HungErrorHandler(), hook_timeout=1)
+    agent = agent_on_disk(tmp_path, [Step(error=RuntimeError("model exploded"))], HungErrorHandler(), hook_timeout=1)
     result = await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)
     assert result.status == "error" and result.error == "model exploded"
     assert warnings_about(caplog, "'hung_error_handler' timed out in on_chat_error after 1s (hook_timeout); skipped")
@@ -200,7 +196,7 @@ async def test_a_hung_before_turn_fails_the_turn_closed(tmp_path: Path) -> None:
         async def before_turn(self, ctx: Any) -> None:
             await hang()
 
-    agent = make_agent(tmp_path, ["never streamed"], HungBeforeTurn(), hook_timeout=1)
+    agent = agent_on_disk(tmp_path, ["never streamed"], HungBeforeTurn(), hook_timeout=1)
     result = await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)
     assert result.status == "error"
     assert "'hung_before_turn' timed out in before_turn after 1s" in (result.error or "")
@@ -216,7 +212,7 @@ async def test_a_hung_configure_session_fails_opening_the_session(tmp_path: Path
         async def configure_session(self, session: Any) -> None:
             await hang()
 
-    agent = make_agent(tmp_path, ["hi"], HungSetup(), hook_timeout=1)
+    agent = agent_on_disk(tmp_path, ["hi"], HungSetup(), hook_timeout=1)
     with pytest.raises(HookTimeout) as raised:
         await asyncio.wait_for(agent.session("s").open(), DEADLINE)
     assert isinstance(raised.value, PluginError) and isinstance(raised.value, TimeoutError)
@@ -233,7 +229,7 @@ async def test_a_sync_decision_past_its_limit_is_dropped_and_the_call_blocked(tm
             time.sleep(1.5)  # cannot be interrupted; its late "allow" must not count
             return {"action": "allow"}
 
-    agent = make_agent(tmp_path, tool_step(), SlowAllow(), hook_timeout=1)
+    agent = agent_on_disk(tmp_path, tool_step(), SlowAllow(), hook_timeout=1)
     result = await asyncio.wait_for(agent.session("s").chat("delete a.txt"), DEADLINE)
     assert result.status == "completed" and ran == []
     assert "'slow_allow' timed out in before_tool_call" in tool_results(agent.model)["delete_file"].output
@@ -250,7 +246,7 @@ async def test_a_timeout_error_the_hook_raises_itself_is_an_ordinary_failure(
         async def on_chat_response(self, result: Any) -> None:
             raise TimeoutError("the plugin's own backend timed out")
 
-    agent = make_agent(tmp_path, ["hi"], RaisesTimeout(), hook_timeout=5)
+    agent = agent_on_disk(tmp_path, ["hi"], RaisesTimeout(), hook_timeout=5)
     result = await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)
     assert result.status == "completed"
     assert warnings_about(caplog, "plugin 'raises_timeout' failed in on_chat_response")
@@ -280,7 +276,7 @@ async def test_without_a_limit_cancel_all_frees_a_turn_waiting_in_a_hook(
     tmp_path: Path, plugin_type: type[Calls], script: list[Any], status: str
 ) -> None:
     plugin = plugin_type()
-    agent = make_agent(tmp_path, script, plugin, hook_timeout=None)
+    agent = agent_on_disk(tmp_path, script, plugin, hook_timeout=None)
     session = agent.session("s")
     turn = asyncio.create_task(session.chat("go"))
     await cancel_when_entered(session, plugin)
@@ -307,7 +303,7 @@ async def test_without_a_limit_a_hook_may_take_its_time(tmp_path: Path) -> None:
         async def before_turn(self, ctx: Any) -> None:
             await asyncio.sleep(1.5)
 
-    agent = make_agent(tmp_path, ["hi"], Patient(), hook_timeout=None)
+    agent = agent_on_disk(tmp_path, ["hi"], Patient(), hook_timeout=None)
     assert (await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)).status == "completed"
     await agent.aclose()
 
@@ -327,7 +323,7 @@ class ConfiguredGuard(HungToolGuard):
 
 async def test_a_plugin_limit_in_its_settings_wins_over_the_agents(tmp_path: Path) -> None:
     guard = ConfiguredGuard()
-    agent = make_agent(
+    agent = agent_on_disk(
         tmp_path, tool_step(), guard, hook_timeout=None,
         settings={"configured_guard": {"hook_timeout": 1, "strict": False}},
     )
@@ -343,7 +339,7 @@ async def test_a_plugin_attribute_sets_its_default_limit(tmp_path: Path) -> None
         name = "quick_guard"
         hook_timeout = 1
 
-    agent = make_agent(tmp_path, tool_step(), QuickGuard(), hook_timeout=None)
+    agent = agent_on_disk(tmp_path, tool_step(), QuickGuard(), hook_timeout=None)
     result = await asyncio.wait_for(agent.session("s").chat("delete a.txt"), DEADLINE)
     assert result.status == "completed" and ran == []
     assert "'quick_guard' timed out in before_tool_call after 1s" in tool_results(agent.model)["delete_file"].output
@@ -356,7 +352,7 @@ async def test_a_plugin_may_lift_the_limit_for_itself(tmp_path: Path) -> None:
         hook_timeout = None
 
     guard = Unlimited()
-    agent = make_agent(tmp_path, tool_step(), guard, hook_timeout=1)
+    agent = agent_on_disk(tmp_path, tool_step(), guard, hook_timeout=1)
     session = agent.session("s")
     turn = asyncio.create_task(session.chat("delete a.txt"))
     await asyncio.wait_for(guard.entered.wait(), DEADLINE)
@@ -399,7 +395,7 @@ async def test_a_sync_hook_that_blocks_the_loop_is_reported_once_per_plugin_and_
         def on_chunk(self, ctx: Any) -> None:
             time.sleep(0.3)
 
-    agent = make_agent(tmp_path, ["one two", "three"], Blocking())
+    agent = agent_on_disk(tmp_path, ["one two", "three"], Blocking())
     for text in ("first", "second"):
         assert (await asyncio.wait_for(agent.session("s").chat(text), DEADLINE)).status == "completed"
     reports = warnings_about(caplog, "blocked the event loop")
@@ -423,7 +419,7 @@ async def test_quick_sync_and_async_hooks_are_not_reported(tmp_path: Path, caplo
         async def on_step_finish(self, ctx: Any) -> None:
             await asyncio.sleep(0.3)  # awaits: the loop is free meanwhile
 
-    agent = make_agent(tmp_path, ["hi"], Quick())
+    agent = agent_on_disk(tmp_path, ["hi"], Quick())
     assert (await asyncio.wait_for(agent.session("s").chat("hi"), DEADLINE)).status == "completed"
     assert warnings_about(caplog, "blocked the event loop") == []
     await agent.aclose()

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from tests.support.agents import make_agent
+from tests.support.scripted import tool_outputs
 from think_core import tool
 from think_core.agent import Think
-from think_core.models.base import ToolMessage
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import read_sqlite_points
 
@@ -65,12 +65,6 @@ class Tools:
 
 def calls_then_answer(*calls: tuple[str, dict[str, Any]]) -> list[Any]:
     return [*(Step(tool_calls=[call(name, args)]) for name, args in calls), "ok"]
-
-
-def outputs(model: ScriptedModel) -> list[Any]:
-    """Every tool output in the last model request (history included), in order."""
-    messages = model.requests[-1].messages
-    return [m.output for m in messages if isinstance(m, ToolMessage)]
 
 
 @pytest.fixture
@@ -117,13 +111,13 @@ async def test_cached_answer_cannot_bypass_read_only_mode(entry_points: None, tm
 
     result = await session.chat("set it again", body={"read_only": True})
     assert result.status == "completed"
-    blocked = outputs(model)[-1]
+    blocked = tool_outputs(model)[-1]
     assert blocked.startswith('Tool "set_price" was blocked: this session is in read-only mode')
     assert "get_price" in blocked and "flaky" in blocked
     assert cache.stats.hits == 0 and tools.ran["set_price"] == 1
 
     await session.chat("set it once more")
-    assert outputs(model)[-1] == "tea costs 3"
+    assert tool_outputs(model)[-1] == "tea costs 3"
     assert cache.stats.hits == 1 and tools.ran["set_price"] == 1
 
     await plugin(agent, "analytics").drain()  # its sink is written in the background
@@ -146,7 +140,7 @@ async def test_read_only_tool_cached_destructive_tool_invalidates_and_every_outc
     agent = make(tmp_path, model, tools)
     result = await agent.session("s").chat("go", body={"read_only": False})
     assert result.status == "completed"
-    assert outputs(model)[:4] == [
+    assert tool_outputs(model)[:4] == [
         {"item": "tea", "price": 11}, {"item": "tea", "price": 11}, "deleted tea", {"item": "tea", "price": 12},
     ]
     assert tools.ran == Counter({"get_price": 2, "delete_item": 1})
@@ -189,7 +183,7 @@ async def test_sqlite_cache_is_shared_by_two_agents_over_one_file(entry_points: 
     await agent_a.session("one").chat("go")
     await agent_b.session("two").chat("go")
     assert tools_a.ran["get_price"] == 1 and tools_b.ran["get_price"] == 0
-    assert outputs(model_b) == [{"item": "tea", "price": 11}]
+    assert tool_outputs(model_b) == [{"item": "tea", "price": 11}]
     assert plugin(agent_b, "tool_cache").stats.hits == 1
 
 
@@ -264,7 +258,7 @@ async def test_example_plugin_installs_and_composes_with_the_bundled_five(
     # guard (tryfirst) blocks set_price before the budget counts it; the second get_price is
     # over budget and blocked although the cache (trylast) holds its answer
     await agent.session("s").chat("go", body={"read_only": True})
-    first, second, third = outputs(model)
+    first, second, third = tool_outputs(model)
     assert first == {"item": "tea", "price": 11}
     assert second.startswith('Tool "set_price" was blocked: this session is in read-only mode')
     assert third.startswith('Tool "get_price" was blocked: the budget of 1 tool call(s) per turn')

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from tests.support.agents import make_agent
+from tests.support.scripted import tool_outputs
 from think_core import ConfigurationError, allow, block, hookimpl, substitute, tool
 from think_core.agent import Think
-from think_core.models.base import ToolMessage
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.caching import ToolCache, ToolCacheSettings, cache_key
 
@@ -73,11 +73,6 @@ def steps(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
     return ScriptedModel([*(Step(tool_calls=[call(name, args)]) for name, args in calls), "done"])
 
 
-def outputs(model: ScriptedModel) -> list[Any]:
-    """The tool outputs the model received, in order (from the last request)."""
-    return [m.output for m in model.requests[-1].messages if isinstance(m, ToolMessage)]
-
-
 def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
     return make_agent(model, tools=tools.all, plugins=plugins, settings=settings)
 
@@ -91,7 +86,7 @@ async def test_read_only_result_is_served_from_cache_the_second_time() -> None:
     result = await make(model, tools, cache).session("s").chat("go")
     assert result.status == "completed"
     assert tools.ran["read_file"] == 1
-    first, second = outputs(model)
+    first, second = tool_outputs(model)
     assert first == second == {"path": "a", "text": "contents of a #1"}
     assert (cache.stats.hits, cache.stats.misses, cache.stats.stores) == (1, 1, 1)
 
@@ -106,7 +101,7 @@ async def test_key_is_canonical_and_distinguishes_inputs() -> None:
     )
     await make(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
-    assert [o["text"] for o in outputs(model)] == ["contents of a #1", "contents of a #1", "contents of b #2"]
+    assert [o["text"] for o in tool_outputs(model)] == ["contents of a #1", "contents of a #1", "contents of b #2"]
 
 
 async def test_idempotent_tool_is_cached_and_unannotated_tool_is_not() -> None:
@@ -132,7 +127,7 @@ async def test_mutating_call_invalidates() -> None:
     model = steps(READ_A, ("delete_file", {"path": "z"}), READ_A, READ_A)
     await make(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
-    assert [o["text"] for o in outputs(model) if isinstance(o, dict)] == [
+    assert [o["text"] for o in tool_outputs(model) if isinstance(o, dict)] == [
         "contents of a #1", "contents of a #2", "contents of a #2",
     ]
     assert cache.stats.invalidations == 1
@@ -205,7 +200,7 @@ async def test_blocked_or_substituted_results_are_not_stored(decision: Any) -> N
     await make(model, tools, cache, late).session("s").chat("go")
     assert cache.stats.misses == 2 and cache.stats.hits == 0 and cache.stats.stores == 1
     assert tools.ran["read_file"] == 1
-    assert outputs(model)[1] == {"path": "a", "text": "contents of a #1"}
+    assert tool_outputs(model)[1] == {"path": "a", "text": "contents of a #1"}
 
 
 async def test_input_rewritten_by_another_plugin_is_never_stored() -> None:
@@ -223,7 +218,7 @@ async def test_input_rewritten_by_another_plugin_is_never_stored() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A, READ_A)
     await make(model, tools, cache, Rewriter()).session("s").chat("go")
-    first, second = outputs(model)
+    first, second = tool_outputs(model)
     assert first["path"] == "secret"
     assert second == {"path": "a", "text": "contents of a #2"}
     assert cache.stats.stores == 1
@@ -271,7 +266,7 @@ async def test_lru_eviction(backend: str, tmp_path: Path) -> None:
     paths = ["a", "b", "a", "c", "a", "b"]  # a,b stored; a hit; c evicts b; a hit; b again
     model = steps(*(("read_file", {"path": p}) for p in paths))
     await make(model, tools, cache).session("s").chat("go")
-    assert [o["text"] for o in outputs(model)] == [
+    assert [o["text"] for o in tool_outputs(model)] == [
         "contents of a #1", "contents of b #2", "contents of a #1",
         "contents of c #3", "contents of a #1", "contents of b #4",
     ]
@@ -302,7 +297,7 @@ async def test_a_nan_output_reaches_the_model_as_null_and_is_cached_as_such() ->
     model = steps(("measure", {}), ("measure", {}))
     await make(model, tools, cache).session("s").chat("go")
     assert tools.ran["measure"] == 1 and cache.stats.hits == 1
-    assert outputs(model)[:2] == [{"value": None}, {"value": None}]
+    assert tool_outputs(model)[:2] == [{"value": None}, {"value": None}]
 
 
 async def test_result_racing_a_mutation_is_not_stored() -> None:
@@ -356,7 +351,7 @@ async def test_sqlite_cache_is_shared_by_two_agents(tmp_path: Path) -> None:
     await agent_a.session("s").chat("go")
     await make(model_b, tools_b, cache_b, settings=settings).session("s").chat("go")
     assert tools_a.ran["read_file"] == 1 and tools_b.ran["read_file"] == 0
-    assert outputs(model_b)[0] == {"path": "a", "text": "contents of a #1"}
+    assert tool_outputs(model_b)[0] == {"path": "a", "text": "contents of a #1"}
     assert cache_b.stats.hits == 1 and cache_b.stats.invalidations == 1
     # agent b's delete emptied the shared file for agent a too
     model_a.add(Step(tool_calls=[call(*READ_A)]), "done")
@@ -413,5 +408,5 @@ async def test_an_idempotent_write_invalidates_what_reads_cached() -> None:
         ("set_value", {"value": 6}), ("get_value", {}), ("set_value", {"value": 5}), ("get_value", {}),
     )
     await make(model, Both(), cache).session("s").chat("go")
-    assert outputs(model) == ["set 5", "set 5", 5, "set 6", 6, "set 5", 5]
+    assert tool_outputs(model) == ["set 5", "set 5", 5, "set 6", 6, "set 5", 5]
     assert state["sets"] == 3  # the immediate repeat of set(5) was served from the cache; the later one ran

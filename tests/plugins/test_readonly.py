@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.support.agents import make_agent
+from tests.support.scripted import tool_results
 from think_core import ConfigurationError, TurnConfig, hookimpl, substitute, tool
 from think_core.agent import Think
-from think_core.models.base import ToolMessage
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.readonly import ReadOnlyGuard, ReadOnlyGuardSettings
 
@@ -51,10 +51,6 @@ def script(*names: str) -> ScriptedModel:
     """One step calling ``names`` (with a path argument where needed), then a final answer."""
     calls = [call(n, {} if n == "list_files" else {"path": "a.txt"}) for n in names]
     return ScriptedModel([Step(tool_calls=calls), "done"])
-
-
-def tool_results(model: ScriptedModel) -> dict[str, ToolMessage]:
-    return {m.tool_name: m for m in model.requests[-1].messages if isinstance(m, ToolMessage)}
 
 
 def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:

@@ -13,7 +13,8 @@ import pytest
 from tests.server.test_server_http import api
 from tests.server.test_server_ws import client, serve
 from tests.support import agents
-from tests.support.web import chat_request, text_of, user
+from tests.support.logs import failure_events
+from tests.support.web import chat_request, ui_text, user
 from think_core import hookimpl
 from think_core.models.scripted import ScriptedModel, Step
 
@@ -34,10 +35,6 @@ class ErrorHooks:
         return f"could not read your request ({ctx.stage})"
 
 
-def failure_events(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if r.name == "think.events" and r.getMessage() == "chat:request:failed"]
-
-
 async def test_a_websocket_chat_request_with_a_broken_body_fires_on_chat_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -56,7 +53,7 @@ async def test_a_websocket_chat_request_with_a_broken_body_fires_on_chat_error(
             assert error["type"] == "cf_agent_error" and error["error"]["type"] == "invalid_json"
             await c.send(chat_request("req2", [user("again", "u1")]))
             chunks, _ = await c.stream("req2")
-    assert text_of(chunks) == "Fine."
+    assert ui_text(chunks) == "Fine."
     assert hooks.classified == ["parse", "parse"]
     [(first, ctx), _] = hooks.errors
     assert ctx.stage == "parse" and ctx.messages_persisted is False and ctx.classification == "fatal"
