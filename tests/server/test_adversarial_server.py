@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.support import agents
 from tests.support.agents import other_tasks
-from tests.support.web import chat_request, text_of, user, ws_url
+from tests.support.web import chat_request, ui_text, user, ws_url
 from think_core import Tool, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -43,7 +43,7 @@ async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[str, Any
         yield base, app
 
 
-async def recv(ws: ClientConnection) -> dict[str, Any]:
+async def recv_past_opening(ws: ClientConnection) -> dict[str, Any]:
     """The next frame that is not a hook-timeline frame nor one of the frames that open the
     connection after the history (the resume state, unasked, and the identity)."""
     while True:
@@ -53,9 +53,9 @@ async def recv(ws: ClientConnection) -> dict[str, Any]:
             return frame
 
 
-async def until(ws: ClientConnection, predicate: Any) -> dict[str, Any]:
+async def first_frame_where(ws: ClientConnection, predicate: Any) -> dict[str, Any]:
     while True:
-        frame = await recv(ws)
+        frame = await recv_past_opening(ws)
         if predicate(frame):
             return frame
 
@@ -64,7 +64,7 @@ async def stream(ws: ClientConnection, stream_id: str) -> tuple[list[dict[str, A
     """The chunks of ``stream_id`` and its final frame (``done: true``)."""
     chunks = []
     while True:
-        frame = await recv(ws)
+        frame = await recv_past_opening(ws)
         if frame.get("type") == "cf_agent_use_chat_response" and frame.get("id") == stream_id:
             if frame["done"]:
                 return chunks, frame
@@ -86,20 +86,20 @@ def strict_loads(text: str) -> Any:
 async def test_binary_frames_utf8_json_is_served_and_invalid_utf8_gets_an_error_frame() -> None:
     agent = make_agent(ScriptedModel([Step(text="From bytes."), Step(text="Still here.")]))
     async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
-        await recv(ws)  # snapshot
+        await recv_past_opening(ws)  # snapshot
         await ws.send(json.dumps(chat_request("b1", [user("binary hello", "u1")])).encode("utf-8"))
         chunks, done = await stream(ws, "b1")
-        assert text_of(chunks) == "From bytes." and "error" not in done
+        assert ui_text(chunks) == "From bytes." and "error" not in done
         for junk in (b"\xff\xfe\x00garbage", b"\x80", bytes(range(256))):
             await ws.send(junk)
-            error = await until(ws, lambda f: f["type"] == "cf_agent_error")
+            error = await first_frame_where(ws, lambda f: f["type"] == "cf_agent_error")
             assert error["error"]["type"] == "invalid_frame" and "UTF-8" in error["error"]["message"]
         await ws.send(b"")  # an empty binary frame is not JSON
-        error = await until(ws, lambda f: f["type"] == "cf_agent_error")
+        error = await first_frame_where(ws, lambda f: f["type"] == "cf_agent_error")
         assert error["error"]["type"] == "invalid_json"
         await ws.send(json.dumps(chat_request("b2", [user("again", "u2")])))
         chunks, _ = await stream(ws, "b2")
-        assert text_of(chunks) == "Still here."
+        assert ui_text(chunks) == "Still here."
     assert [m.id for m in await agent.session("s1").messages()][::2] == ["u1", "u2"]
 
 
@@ -133,15 +133,15 @@ async def test_json_values_that_are_not_valid_frames_each_get_an_error_frame_on_
     agent = make_agent(ScriptedModel([Step(text="Survived.")]))
     await agent.session("s1").add_messages([user("keep me", "u0")])
     async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
-        await recv(ws)
+        await recv_past_opening(ws)
         for text, kind in NOT_FRAMES:
             await ws.send(text)
-            frame = await recv(ws)
+            frame = await recv_past_opening(ws)
             assert frame["type"] == "cf_agent_error", (text, frame)
             assert frame["error"]["type"] == kind and frame["error"]["message"], (text, frame)
         await ws.send(json.dumps(chat_request("ok1", [user("keep me", "u0"), user("still ok?", "u1")])))
         chunks, done = await stream(ws, "ok1")
-    assert text_of(chunks) == "Survived." and "error" not in done
+    assert ui_text(chunks) == "Survived." and "error" not in done
     assert [m.id for m in await agent.session("s1").messages()][:2] == ["u0", "u1"]  # history untouched
 
 
@@ -153,27 +153,27 @@ async def test_deeply_nested_json_gets_an_error_frame_and_the_connection_survive
         {"type": "cf_agent_use_chat_request", "id": "deep", "init": {"method": "POST", "body": nested}}
     )
     async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
-        await recv(ws)
+        await recv_past_opening(ws)
         await ws.send(text)
-        frame = await recv(ws)
+        frame = await recv_past_opening(ws)
         assert frame["type"] in ("cf_agent_error", "cf_agent_use_chat_response") and frame.get("error")
         await ws.send(json.dumps(chat_request("ok", [user("hi", "u1")])))
         chunks, _ = await stream(ws, "ok")
-        assert text_of(chunks) == "Still here."
+        assert ui_text(chunks) == "Still here."
 
 
 async def test_enormous_frames_are_refused_and_the_server_keeps_serving() -> None:
     agent = make_agent(ScriptedModel([Step(text="Fine."), Step(text="Fine again.")]))
     async with serve(agent) as (base, _):
         async with connect(ws_url(base), max_size=None) as ws:
-            await recv(ws)
+            await recv_past_opening(ws)
             # Above the app's limit (4 MiB by default): an error frame, the connection stays.
             await ws.send(json.dumps(chat_request("big", [user("x" * (5 * 1024 * 1024), "u-big")])))
-            error = await recv(ws)
+            error = await recv_past_opening(ws)
             assert error["type"] == "cf_agent_error" and error["error"]["type"] == "payload_too_large"
             await ws.send(json.dumps(chat_request("r1", [user("small", "u1")])))
             chunks, _ = await stream(ws, "r1")
-            assert text_of(chunks) == "Fine."
+            assert ui_text(chunks) == "Fine."
         # Above the WebSocket layer's own limit: that connection is closed (1009), the server lives on.
         async with connect(ws_url(base), max_size=None) as ws:
             while json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"] != "cf_agent_identity":
@@ -183,11 +183,11 @@ async def test_enormous_frames_are_refused_and_the_server_keeps_serving() -> Non
                 await asyncio.wait_for(ws.recv(), TIMEOUT)
             assert closed.value.rcvd is None or closed.value.rcvd.code in (1009, 1011, 1006)
         async with connect(ws_url(base)) as ws:
-            messages = (await recv(ws))["messages"]
+            messages = (await recv_past_opening(ws))["messages"]
             assert [m["id"] for m in messages][0] == "u1" and "u-big" not in [m["id"] for m in messages]
             await ws.send(json.dumps(chat_request("r2", [user("after", "u2")])))
             chunks, _ = await stream(ws, "r2")
-            assert text_of(chunks) == "Fine again."
+            assert ui_text(chunks) == "Fine again."
 
 
 # -- tool results aimed at another session's calls -----------------------------------------------------
@@ -198,8 +198,8 @@ async def test_a_tool_result_for_another_sessions_call_is_refused_and_the_owner_
     agent = make_agent(model, tools=[Tool.client("pick_color", "Ask the user for a color.")])
     async with serve(agent) as (base, _):
         async with connect(ws_url(base, "owner")) as owner, connect(ws_url(base, "intruder")) as intruder:
-            await recv(owner)
-            await recv(intruder)
+            await recv_past_opening(owner)
+            await recv_past_opening(intruder)
             await owner.send(json.dumps(chat_request("r1", [user("pick a color", "u1")])))
             await stream(owner, "r1")
             for frame_type, extra in (
@@ -207,16 +207,16 @@ async def test_a_tool_result_for_another_sessions_call_is_refused_and_the_owner_
                 ("cf_agent_tool_approval", {"approved": True, "autoContinue": True}),
             ):
                 await intruder.send(json.dumps({"type": frame_type, "toolCallId": "call_owned", **extra}))
-                error = await until(intruder, lambda f: f["type"] == "cf_agent_error")
+                error = await first_frame_where(intruder, lambda f: f["type"] == "cf_agent_error")
                 assert error["error"]["type"] == "not_found" and "call_owned" in error["error"]["message"]
             part = next(p for p in (await agent.session("owner").messages())[-1].parts if p.get("toolCallId") == "call_owned")
             assert part["state"] == "input-available" and "output" not in part and "approval" not in part
             assert await agent.session("intruder").messages() == []
             await owner.send(json.dumps({"type": "cf_agent_tool_result", "toolCallId": "call_owned", "toolName": "pick_color",
                                          "output": "blue", "autoContinue": True}))
-            continuation = await until(owner, lambda f: f["type"] == "cf_agent_use_chat_response" and f.get("continuation"))
+            continuation = await first_frame_where(owner, lambda f: f["type"] == "cf_agent_use_chat_response" and f.get("continuation"))
             chunks, _ = await stream(owner, continuation["id"])
-    assert text_of([json.loads(continuation["body"])] + chunks) == "Blue it is."
+    assert ui_text([json.loads(continuation["body"])] + chunks) == "Blue it is."
     assert model.requests[1].messages[-1].output == "blue"
 
 
@@ -230,14 +230,14 @@ async def test_rapid_connect_disconnect_during_a_streaming_turn_loses_nothing_an
     async with serve(agent) as (base, app):
         hub = app.state.hub
         async with connect(ws_url(base)) as ws:
-            await recv(ws)
+            await recv_past_opening(ws)
             await ws.send(json.dumps(chat_request("r1", [user("talk", "u1")])))
-            await until(ws, lambda f: f["type"] == "cf_agent_use_chat_response" and '"text-delta"' in f["body"])
+            await first_frame_where(ws, lambda f: f["type"] == "cf_agent_use_chat_response" and '"text-delta"' in f["body"])
         # The requesting tab is gone; others flicker in and out while the turn keeps streaming.
         for i in range(12):
             ws = await connect(ws_url(base))
             if i % 3 == 0:
-                await recv(ws)
+                await recv_past_opening(ws)
             if i % 4 == 1:
                 await ws.send('{"type": "cf_agent_stream_resume_request"}')
             await ws.close()
@@ -254,7 +254,7 @@ async def test_rapid_connect_disconnect_during_a_streaming_turn_loses_nothing_an
         assert [(m.id, m.role) for m in stored][0] == ("u1", "user") and len(stored) == 2
         assert stored[1].text == words  # finished, not aborted by the disconnects
         async with connect(ws_url(base)) as ws:
-            snapshot = await recv(ws)
+            snapshot = await recv_past_opening(ws)
             assert [m["id"] for m in snapshot["messages"]] == [m.id for m in stored]
         await asyncio.sleep(0.05)
         assert hub.connections("s1") == []
@@ -266,13 +266,13 @@ async def test_a_malformed_message_over_websocket_fails_its_own_request_only() -
     agent = make_agent(ScriptedModel([Step(text="Healthy.")] * 3))
     bad = {"id": "a1", "role": "assistant", "parts": [{"type": "tool-get_weather", "state": "output-available", "output": 1}]}
     async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
-        await recv(ws)
+        await recv_past_opening(ws)
         await ws.send(json.dumps(chat_request("bad", [user("q", "u1"), bad, user("q2", "u2")])))
         _, failed = await stream(ws, "bad")
         assert failed.get("error") is True and failed["body"]  # the bad request fails, clearly
         await ws.send(json.dumps(chat_request("good", [user("fresh", "u3")])))
         chunks, done = await stream(ws, "good")
-    assert "error" not in done and text_of(chunks) == "Healthy."
+    assert "error" not in done and ui_text(chunks) == "Healthy."
     assert [m.id for m in await agent.session("s1").messages()][0] == "u3"  # nothing of the bad request stored
 
 
@@ -406,7 +406,7 @@ async def test_a_tool_output_with_nan_is_streamed_as_valid_json_over_http_and_we
             history = await http.get("/api/sessions/n/messages")
             strict_loads(history.text)
         async with connect(ws_url(base, "n2")) as ws:
-            await recv(ws)
+            await recv_past_opening(ws)
             await ws.send(json.dumps(chat_request("m1", [user("measure", "u1")])))
             while True:
                 raw = await asyncio.wait_for(ws.recv(), TIMEOUT)

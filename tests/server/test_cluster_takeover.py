@@ -19,20 +19,17 @@ import os
 import re
 import signal
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from contextlib import AsyncExitStack
+from functools import partial
 from pathlib import Path
 
 import httpx
-import pytest
 
-from tests.loopback import LoopbackServer, RecordedRequest, Reply
-from tests.support.postgres import fresh_database
+from tests.loopback import LoopbackServer
+from tests.support.ledger_model import record_then_answer
 from tests.support.serve import think_serve as serve
-from tests.support.web import user
-from tests.support.wire import oa_text, oa_tool_call
+from tests.support.web import message_text, user
 from think_core.server.testing import wait_until_healthy
 from think_core.store import Store, open_store
 from think_core.types import UIMessage
@@ -48,27 +45,9 @@ VICTIM = SERVERS - 1
 TAKEOVER = re.compile(r"(?:took over|picked up) submission (\w+) of session ([^\s:]+)")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The servers' --db: one SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "chats.db")
-        return
-    with fresh_database() as url:
-        yield url
-
-
-def model_reply(request: RecordedRequest) -> Reply:
-    """Step one calls ``record`` for the latest user message; step two answers it by name. Both
-    stream slowly (~3 s a turn), so the kill finds the victim's turns in flight."""
-    messages = request.json["messages"]
-    users = [m for m in messages if m["role"] == "user"]
-    content = users[-1]["content"]
-    key = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-    if messages[-1]["role"] == "tool":
-        return Reply.sse(oa_text("Answer ", "to ", key, "."), chunk_delay=0.25)
-    arguments = json.dumps({"key": key, "nonce": uuid.uuid4().hex})
-    return Reply.sse(oa_tool_call(f"call_{uuid.uuid4().hex[:12]}", "record", arguments), chunk_delay=0.2)
+# Step one calls ``record`` for the latest user message; step two answers it by name. Both
+# stream slowly (~3 s a turn), so the kill finds the victim's turns in flight.
+model_reply = partial(record_then_answer, call_delay=0.2, answer_delay=0.25)
 
 
 def answer_to(text: str) -> str:
@@ -109,10 +88,6 @@ async def all_final(store: Store, since: float) -> float:
         assert loop.time() < deadline, f"left unfinished: {[(r.session_id, r.status, r.owner) for r in rows]}"
         await asyncio.sleep(0.2)
     return time.time() - since
-
-
-def text_of(message: UIMessage) -> str:
-    return "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
 
 
 async def test_a_dead_servers_chats_are_finished_by_the_living_ones(db: str, tmp_path: Path) -> None:
@@ -164,7 +139,7 @@ async def test_a_dead_servers_chats_are_finished_by_the_living_ones(db: str, tmp
     assert sorted(histories) == sorted(sessions)
     for session in sessions:  # every accepted message answered exactly once
         text = f"{session}-hello"
-        assert [(m.role, text_of(m)) for m in histories[session]] == [("user", text), ("assistant", answer_to(text))], (
+        assert [(m.role, message_text(m)) for m in histories[session]] == [("user", text), ("assistant", answer_to(text))], (
             session, histories[session], rows[session])
         [row] = rows[session]
         assert row.status == "completed", row

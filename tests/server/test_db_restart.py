@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.support.serve import ROOT, think_serve
+from tests.support.web import message_text, user
 from think_core.server.testing import wait_until_healthy
 
 END = "keep what was said."
@@ -61,16 +62,8 @@ async def served(url: str, tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
                 yield http
 
 
-def user(text: str, id: str) -> dict[str, Any]:
-    return {"id": id, "role": "user", "parts": [{"type": "text", "text": text}]}
-
-
 def chunks_of(raw: str) -> list[dict[str, Any]]:
     return [json.loads(e[6:]) for e in raw.split("\n\n") if e.startswith("data: {")]
-
-
-def text_of(message: dict[str, Any]) -> str:
-    return "".join(p.get("text", "") for p in message["parts"] if p["type"] == "text")
 
 
 async def history(http: httpx.AsyncClient, session: str) -> list[dict[str, Any]]:
@@ -95,13 +88,13 @@ async def answered(http: httpx.AsyncClient, session: str, turns: int, deadline: 
         if len(messages) == 2 * turns and rows and all(r["status"] == "completed" for r in rows):
             return messages
         await asyncio.sleep(0.25)
-    raise AssertionError(f"not answered within {deadline} s: {[(m['role'], text_of(m)[-30:]) for m in messages]}")
+    raise AssertionError(f"not answered within {deadline} s: {[(m['role'], message_text(m)[-30:]) for m in messages]}")
 
 
 def one_whole_answer_each(messages: list[dict[str, Any]]) -> None:
     assert [m["role"] for m in messages] == ["user", "assistant"] * (len(messages) // 2)
     for reply in messages[1::2]:
-        assert text_of(reply).endswith(END), text_of(reply)[-80:]
+        assert message_text(reply).endswith(END), message_text(reply)[-80:]
         assert not (reply.get("metadata") or {}).get("error")
 
 

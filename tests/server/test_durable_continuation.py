@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.server.test_server_http import api, post_chat, transport_body
 from tests.support import agents
-from tests.support.web import text_of, user
+from tests.support.web import ui_text, user
 from think_core import Tool, tool
 from think_core.models.scripted import ScriptedModel, Step, call
 
@@ -50,9 +50,9 @@ async def test_an_approval_continues_as_a_submission_and_the_same_approval_again
 
     assert SENT == ["acme"] and len(model.requests) == 2  # the approved call ran once, the model answered once
     assert continued[0] == {"type": "start", "messageId": waiting["id"]}  # it continues the waiting message
-    assert text_of(continued) == "Sent."
+    assert ui_text(continued) == "Sent."
     assert [c["output"] for c in continued if c["type"] == "tool-output-available"] == ["invoice sent to acme"]
-    assert text_of(again) == "Sent."  # the stored answer, replayed
+    assert ui_text(again) == "Sent."  # the stored answer, replayed
     assert [(m["role"], m["id"]) for m in history] == [("user", "u1"), ("assistant", waiting["id"])]
     keys = [(r["idempotency_key"], r["status"]) for r in rows]
     assert keys == [("u1", "completed"), (f"continue:{waiting['id']}:c1", "completed")]
@@ -72,7 +72,7 @@ async def test_a_client_tool_result_continues_as_a_submission(tmp_path: Path) ->
         _, continued = await post_chat(http, transport_body("s", [user("Pick a color", "u1"), result]))
         rows = (await http.get("/api/sessions/s/submissions")).json()["submissions"]
         history = (await http.get("/api/sessions/s/messages")).json()["messages"]
-    assert text_of(continued) == "Blue it is." and len(model.requests) == 2
+    assert ui_text(continued) == "Blue it is." and len(model.requests) == 2
     assert [(r["idempotency_key"], r["status"]) for r in rows][1] == (f"continue:{waiting['id']}:c1", "completed")
     parts = {p["toolCallId"]: (p["state"], p.get("output")) for p in history[1]["parts"] if "toolCallId" in p}
     assert parts == {"c1": ("output-available", "blue")}

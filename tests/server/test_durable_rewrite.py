@@ -6,18 +6,13 @@ answering twice (real uvicorn server and httpx client, a SQLite file)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tests.server.test_server_http import api, post_chat, transport_body
 from tests.support import agents
-from tests.support.web import text_of, user
+from tests.support.web import roles, ui_text, user
 from think_core.durable.crash_recovery import REPLACING_KEY, recovery_action
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.store import Submission
-
-
-def roles(history: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    return [(m["role"], m["id"]) for m in history]
 
 
 async def test_a_regeneration_is_a_submission_and_the_same_regeneration_again_answers_nothing_new(tmp_path: Path) -> None:
@@ -32,8 +27,8 @@ async def test_a_regeneration_is_a_submission_and_the_same_regeneration_again_an
         history = (await http.get("/api/sessions/s/messages")).json()["messages"]
         rows = (await http.get("/api/sessions/s/submissions")).json()["submissions"]
     a2 = again[0]["messageId"]
-    assert text_of(again) == "Second answer." and a2 != a1
-    assert text_of(repeated) == "Second answer." and repeated[0]["messageId"] == a2  # replayed
+    assert ui_text(again) == "Second answer." and a2 != a1
+    assert ui_text(repeated) == "Second answer." and repeated[0]["messageId"] == a2  # replayed
     assert roles(history) == [("user", "u1"), ("assistant", a2)]
     assert len(model.requests) == 2
     assert [(r["idempotency_key"], r["status"]) for r in rows] == [("u1", "completed"), (f"regenerate:{a1}", "completed")]
@@ -53,7 +48,7 @@ async def test_an_edit_is_a_submission_that_replaces_the_message_and_what_follow
         _, repeated = await post_chat(http, edit)
         history = (await http.get("/api/sessions/s/messages")).json()["messages"]
         rows = (await http.get("/api/sessions/s/submissions")).json()["submissions"]
-    assert text_of(edited) == text_of(repeated) == "Edited answer." and len(model.requests) == 3
+    assert ui_text(edited) == ui_text(repeated) == "Edited answer." and len(model.requests) == 3
     assert roles(history) == [("user", "u1"), ("assistant", edited[0]["messageId"])]
     assert history[0]["parts"] == [{"type": "text", "text": "Hello, edited"}]
     assert [r["idempotency_key"].split(":")[0] for r in rows] == ["u1", "u2", "edit"]

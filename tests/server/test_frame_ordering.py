@@ -18,6 +18,7 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from tests.support import agents
 from tests.support.web import chat_request, user, ws_url
+from tests.support.ws import until
 from think_core import hookimpl
 from think_core.errors import ProviderError
 from think_core.models.scripted import ScriptedModel, Step
@@ -45,21 +46,6 @@ class Gates:
         if n in self.held:
             self.reached[n].set()
             await self.opened[n].wait()
-
-
-async def recv(ws: ClientConnection) -> dict[str, Any]:
-    while True:
-        frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
-        if frame["type"] != "think_timeline":
-            return frame
-
-
-async def until(ws: ClientConnection, predicate: Any) -> list[dict[str, Any]]:
-    seen = []
-    while True:
-        seen.append(await recv(ws))
-        if predicate(seen[-1]):
-            return seen
 
 
 async def barrier(ws: ClientConnection, name: str) -> list[dict[str, Any]]:

@@ -13,9 +13,9 @@ import asyncio
 import json
 import os
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,11 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.loopback import LoopbackServer, RecordedRequest, Reply
+from tests.loopback import LoopbackServer
+from tests.support.ledger_model import record_then_answer
 from tests.support.postgres import fresh_database
 from tests.support.serve import think_serve as serve
-from tests.support.web import user
-from tests.support.wire import oa_text, oa_tool_call
+from tests.support.web import message_text, user
 from think_core.server.testing import wait_until_healthy
 
 DEADLINE = 120  # seconds: generous, the machine may be busy; nothing here is timed
@@ -44,19 +44,10 @@ def pg_database() -> Iterator[str]:
         yield url
 
 
-def model_reply(request: RecordedRequest) -> Reply:
-    """Step one calls ``record`` for the latest user message; step two answers it by name."""
-    messages = request.json["messages"]
-    users = [m for m in messages if m["role"] == "user"]
-    content = users[-1]["content"]
-    key = content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
-    if messages[-1]["role"] == "tool":
-        return Reply.sse(oa_text("Answer ", "to ", key, "."), chunk_delay=0.02)
-    arguments = json.dumps({"key": key, "nonce": uuid.uuid4().hex})
-    return Reply.sse(oa_tool_call(f"call_{uuid.uuid4().hex[:12]}", "record", arguments), chunk_delay=0.02)
+model_reply = partial(record_then_answer, call_delay=0.02, answer_delay=0.02)
 
 
-def think_serve(db: str, model_url: str, ledger: Path) -> Any:
+def ledger_server(db: str, model_url: str, ledger: Path) -> Any:
     env = {**os.environ, "THINK_TEST_LEDGER": str(ledger), "PYTHONPATH": str(ROOT)}
     return serve(
         "--model", f"openai-compatible:m@{model_url}/v1", "--db", db, "--no-plugins", "--no-timeline",
@@ -120,7 +111,7 @@ async def watch(base: str, session: str, seen: list[str], ready: asyncio.Event, 
         async for raw in ws:
             frame = json.loads(raw)
             if frame.get("type") == "cf_agent_chat_messages":
-                shown.update(text_of(m) for m in frame["messages"] if m["role"] == "assistant")
+                shown.update(message_text(m) for m in frame["messages"] if m["role"] == "assistant")
             if frame.get("type") != "cf_agent_use_chat_response" or not frame.get("body"):
                 continue
             chunk = json.loads(frame["body"])
@@ -144,17 +135,13 @@ async def settled(http: httpx.AsyncClient, session: str) -> tuple[list[dict[str,
         await asyncio.sleep(0.25)
 
 
-def text_of(message: dict[str, Any]) -> str:
-    return "".join(p.get("text", "") for p in message["parts"] if p.get("type") == "text")
-
-
 async def test_three_servers_one_killed_every_message_answered_exactly_once(pg_database: str, tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.jsonl"
     async with LoopbackServer(handler=model_reply) as llm:
         async with (
-            think_serve(pg_database, llm.url, ledger) as (_, base0),
-            think_serve(pg_database, llm.url, ledger) as (_, base1),
-            think_serve(pg_database, llm.url, ledger) as (victim, base2),
+            ledger_server(pg_database, llm.url, ledger) as (_, base0),
+            ledger_server(pg_database, llm.url, ledger) as (_, base1),
+            ledger_server(pg_database, llm.url, ledger) as (victim, base2),
         ):
             cluster = Cluster([base0, base1, base2])
             async with httpx.AsyncClient(base_url=base0, timeout=DEADLINE) as http:
@@ -195,8 +182,8 @@ async def test_three_servers_one_killed_every_message_answered_exactly_once(pg_d
 
     interrupted: list[dict[str, Any]] = []
     for session, (messages, submissions) in histories.items():
-        users = [text_of(m) for m in messages if m["role"] == "user"]
-        answers = [text_of(m) for m in messages if m["role"] == "assistant"]
+        users = [message_text(m) for m in messages if m["role"] == "user"]
+        answers = [message_text(m) for m in messages if m["role"] == "assistant"]
         assert users == sent[session], f"{session}: user messages lost, doubled or reordered"
         assert Counter(answers) == Counter(f"Answer to {u}." for u in users), json.dumps([session, answers, submissions])
         for message in messages:  # every tool call has its result

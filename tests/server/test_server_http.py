@@ -18,8 +18,9 @@ import httpx
 import pytest
 
 from tests.support import agents
-from tests.support.web import text_of, user
-from think_core import hookimpl, tool
+from tests.support.tools import get_weather
+from tests.support.web import ui_text, user
+from think_core import hookimpl
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
@@ -62,12 +63,6 @@ def check_chunk(chunk: dict[str, Any]) -> None:
     fields = set(chunk) - {"type"}
     assert required <= fields, f"{kind} lacks {required - fields}"
     assert fields <= required | optional, f"{kind} has unknown fields {fields - required - optional}"
-
-
-@tool(read_only=True)
-def get_weather(city: str) -> dict:
-    """The weather in a city."""
-    return {"city": city, "sky": "sunny"}
 
 
 class BodyRecorder:
@@ -168,7 +163,7 @@ async def test_only_new_messages_are_appended_when_the_client_resends_the_transc
         reply = {"id": first[0]["messageId"], "role": "assistant", "parts": [{"type": "text", "text": "One."}]}
         _, second = await post_chat(http, transport_body("c", [user("first", "u1"), reply, user("second", "u2")]))
         history = (await http.get("/api/sessions/c/messages")).json()["messages"]
-    assert text_of(second) == "Two."
+    assert ui_text(second) == "Two."
     assert [m["id"] for m in history] == ["u1", first[0]["messageId"], "u2", second[0]["messageId"]]
 
 
@@ -202,7 +197,7 @@ async def test_client_tool_result_resent_in_the_transcript_runs_the_continuation
             ],
         }
         _, cont = await post_chat(http, transport_body("c", [user("where?", "u1"), assistant], clientTools=client_tools))
-    assert text_of(cont) == "You are in Rome."
+    assert ui_text(cont) == "You are in Rome."
     assert [(t[0], t[2]) for t in recorder.turns] == [("http", False), ("auto_continue", True)]
     tool_messages = [m for m in model.requests[1].messages if m.role == "tool"]
     assert [(m.tool_call_id, m.output) for m in tool_messages] == [("call_loc", {"city": "Rome"})]
@@ -215,7 +210,7 @@ async def test_regenerate_replaces_the_last_assistant_message() -> None:
         body = {"id": "c", "messages": [user("q", "u1")], "trigger": "regenerate-message", "messageId": first[0]["messageId"]}
         _, second = await post_chat(http, body)
         history = (await http.get("/api/sessions/c/messages")).json()["messages"]
-    assert text_of(second) == "Better."
+    assert ui_text(second) == "Better."
     assert [m["id"] for m in history] == ["u1", second[0]["messageId"]]
 
 
@@ -257,8 +252,8 @@ async def test_a_closed_response_is_not_a_stop_the_turn_runs_on_and_a_reload_res
         # Sending the same message again (a retry after the reload) replays it: no second answer.
         _, again = await post_chat(http, transport_body("c", [user("go", "u1")]))
         assert len(await agent.session("c").messages()) == 2
-    assert chunks[0]["type"] == "start" and text_of(chunks) == LONG_TEXT
-    assert messages[1].text == LONG_TEXT and text_of(again) == LONG_TEXT
+    assert chunks[0]["type"] == "start" and ui_text(chunks) == LONG_TEXT
+    assert messages[1].text == LONG_TEXT and ui_text(again) == LONG_TEXT
     assert not (messages[1].metadata or {}).get("stopped")
     [row] = await agent.session("c").list_submissions()
     assert row.status == "completed"
@@ -366,7 +361,7 @@ async def test_bearer_token_guards_the_api_but_not_healthz() -> None:
     for refused in (anonymous, wrong, query_only):
         assert refused.status_code == 401 and refused.json()["error"]["type"] == "unauthorized"
     assert response.status_code == 200
-    assert text_of(parse_sse(response.text)) == "Authorized."
+    assert ui_text(parse_sse(response.text)) == "Authorized."
 
 
 async def test_token_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -427,7 +422,7 @@ async def test_think_serve_runs_the_app_and_stops_cleanly_on_sigint(tmp_path: An
             proc.send_signal(signal.SIGINT)
         _, err = await asyncio.wait_for(proc.communicate(), 20)
     assert page.status_code == 200 and "<title>think" in page.text
-    assert "Oslo: -3°C and snowing" in text_of(chunks)
+    assert "Oslo: -3°C and snowing" in ui_text(chunks)
     assert proc.returncode == 0, err.decode()
     assert (tmp_path / "chats.db").exists()
 
@@ -478,7 +473,7 @@ async def test_an_edited_user_message_replaces_it_and_what_followed() -> None:
         edited = {"id": "c", "messages": [user("2+2, in French?", "u1")], "trigger": "submit-message", "messageId": "u1"}
         _, second = await post_chat(http, edited)
         history = (await http.get("/api/sessions/c/messages")).json()["messages"]
-    assert text_of(second) == "Quatre."
+    assert ui_text(second) == "Quatre."
     assert [(m["role"], m["parts"][-1].get("text")) for m in history] == [
         ("user", "2+2, in French?"), ("assistant", "Quatre."),
     ]
@@ -501,7 +496,7 @@ async def test_a_tool_result_and_a_new_message_in_one_request_lose_nothing() -> 
             http, transport_body("c", [user("where?", "u1"), assistant, user("also, hi", "u2")], clientTools=client_tools)
         )
         history = (await http.get("/api/sessions/c/messages")).json()["messages"]
-    assert text_of(second) == "Rome; noted."
+    assert ui_text(second) == "Rome; noted."
     assert [m["id"] for m in history][:3] == ["u1", first[0]["messageId"], "u2"]
     sent = model.requests[1].messages
     assert [m.role for m in sent] == ["user", "assistant", "tool", "user"]

@@ -10,10 +10,11 @@ import json
 from typing import Any
 
 import httpx
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
 from tests.support import agents
 from tests.support.web import chat_request, user
+from tests.support.ws import recv, until
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.server import create_app
 from think_core.server.testing import running_server
@@ -26,21 +27,6 @@ make_agent = agents.make_agent.using(store=":memory:")
 
 def slow_model() -> ScriptedModel:
     return ScriptedModel([Step(text=WORDS)], delay=0.05)
-
-
-async def recv(ws: ClientConnection) -> dict[str, Any]:
-    while True:
-        frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
-        if frame["type"] != "think_timeline":
-            return frame
-
-
-async def until(ws: ClientConnection, predicate: Any) -> list[dict[str, Any]]:
-    seen = []
-    while True:
-        seen.append(await recv(ws))
-        if predicate(seen[-1]):
-            return seen
 
 
 def ws_base(base: str) -> str:

@@ -34,7 +34,7 @@ from think_core.server.testing import running_server, wait_until_healthy
 SECRET = "history-secret-4711"
 
 
-def make_agent(*steps: Step) -> Think:
+def memory_agent(*steps: Step) -> Think:
     return agents.make_agent(ScriptedModel(list(steps)), store=":memory:")
 
 
@@ -75,7 +75,7 @@ ROUTES = [("GET", "/"), ("GET", "/healthz"), ("GET", "/static/chat.js"), ("GET",
 
 @pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:1", "https://127.0.0.1", "null", "not an origin"])
 async def test_a_foreign_origin_is_refused_on_every_route_and_the_websocket(origin: str) -> None:
-    agent = make_agent()
+    agent = memory_agent()
     await agent.session("s1").add_messages([{"id": "u0", "role": "user", "parts": [{"type": "text", "text": SECRET}]}])
     async with api(agent) as (http, base):
         for method, path in ROUTES:
@@ -88,7 +88,7 @@ async def test_a_foreign_origin_is_refused_on_every_route_and_the_websocket(orig
 
 
 async def test_the_servers_own_origin_and_clients_without_origin_are_served() -> None:
-    agent = make_agent(Step(text="one"), Step(text="two"))
+    agent = memory_agent(Step(text="one"), Step(text="two"))
     async with api(agent) as (http, base):
         port = base.rsplit(":", 1)[1]
         own = await http.post("/api/chat", json=chat_body("a"), headers={"origin": base})
@@ -103,7 +103,7 @@ async def test_the_servers_own_origin_and_clients_without_origin_are_served() ->
 
 
 async def test_allowed_origins_are_served_with_cors_and_others_still_refused() -> None:
-    agent = make_agent(Step(text="hello from think"))
+    agent = memory_agent(Step(text="hello from think"))
     app_origin = "http://app.example:5173"
     async with api(agent, allowed_origins=[app_origin + "/"]) as (http, base):
         preflight = await http.options(
@@ -126,7 +126,7 @@ async def test_allowed_origins_are_served_with_cors_and_others_still_refused() -
 
 
 async def test_a_star_allows_every_origin_but_null_only_when_listed() -> None:
-    agent = make_agent()
+    agent = memory_agent()
     async with api(agent, allowed_origins=["*"]) as (http, base):
         anywhere = await http.get("/api/sessions/c/messages", headers={"origin": "https://anything.example"})
         null = await http.get("/api/sessions/c/messages", headers={"origin": "null"})
@@ -136,14 +136,14 @@ async def test_a_star_allows_every_origin_but_null_only_when_listed() -> None:
             assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
     assert anywhere.status_code == 200 and anywhere.headers["access-control-allow-origin"] == "*"
     assert_refused(null, "forbidden_origin")
-    async with api(make_agent(), allowed_origins=["null"]) as (http, _):
+    async with api(memory_agent(), allowed_origins=["null"]) as (http, _):
         assert (await http.get("/healthz", headers={"origin": "null"})).status_code == 200
 
 
 def test_allowed_origins_must_be_origins() -> None:
     for bad in ("evil.example", "ftp://x.example", "http://x.example/path", "http://user@x.example"):
         with pytest.raises(ValueError, match="not an origin"):
-            create_app(make_agent(), allowed_origins=[bad])
+            create_app(memory_agent(), allowed_origins=[bad])
     assert canonical_origin("HTTP://Example.COM:80/") == "http://example.com"
     assert canonical_origin("https://[::1]:8443") == "https://[::1]:8443"
     assert AccessPolicy.build(["https://a.example:443"], None, None).origins == {"https://a.example"}
@@ -153,7 +153,7 @@ def test_allowed_origins_must_be_origins() -> None:
 
 
 async def test_a_rebinding_host_is_refused_on_loopback_and_loopback_names_pass() -> None:
-    agent = make_agent()
+    agent = memory_agent()
     await agent.session("s1").add_messages([{"id": "u0", "role": "user", "parts": [{"type": "text", "text": SECRET}]}])
     async with api(agent) as (http, base):
         port = base.rsplit(":", 1)[1]
@@ -174,7 +174,7 @@ async def test_a_rebinding_host_is_refused_on_loopback_and_loopback_names_pass()
 
 
 async def test_allowed_hosts_extend_the_loopback_names() -> None:
-    async with api(make_agent(), allowed_hosts=["chat.example.com", "*.think.test"]) as (http, _):
+    async with api(memory_agent(), allowed_hosts=["chat.example.com", "*.think.test"]) as (http, _):
         assert (await http.get("/healthz", headers={"host": "chat.example.com"})).status_code == 200
         assert (await http.get("/healthz", headers={"host": "a.think.test:8443"})).status_code == 200
         assert (await http.get("/healthz", headers={"host": "localhost:9"})).status_code == 200
@@ -183,12 +183,12 @@ async def test_allowed_hosts_extend_the_loopback_names() -> None:
 
 
 async def test_off_loopback_any_host_is_served_and_origins_are_still_checked() -> None:
-    async with api(make_agent(), bind_host="0.0.0.0") as (http, _):
+    async with api(memory_agent(), bind_host="0.0.0.0") as (http, _):
         assert (await http.get("/healthz", headers={"host": "chat.example.com"})).status_code == 200
         same = await http.get("/healthz", headers={"host": "chat.example.com", "origin": "http://chat.example.com"})
         assert same.status_code == 200
         assert_refused(await http.get("/healthz", headers={"origin": "http://evil.example"}), "forbidden_origin")
-    async with api(make_agent(), bind_host="0.0.0.0", allowed_hosts=["*"]) as (http, _):
+    async with api(memory_agent(), bind_host="0.0.0.0", allowed_hosts=["*"]) as (http, _):
         assert (await http.get("/healthz", headers={"host": "any.example"})).status_code == 200
 
 
@@ -196,7 +196,7 @@ async def test_behind_a_tls_proxy_the_forwarded_scheme_and_host_make_the_pages_o
     """The README's reverse-proxy set-up: think on loopback, the proxy (on 127.0.0.1, which
     uvicorn trusts) forwarding ``Host`` and ``X-Forwarded-Proto``."""
     proxied = {"host": "chat.example.com", "x-forwarded-proto": "https", "origin": "https://chat.example.com"}
-    async with api(make_agent(), allowed_hosts=["chat.example.com"]) as (http, base):
+    async with api(memory_agent(), allowed_hosts=["chat.example.com"]) as (http, base):
         assert (await http.get("/api/sessions/c/messages", headers=proxied)).status_code == 200
         plain = await http.get("/api/sessions/c/messages", headers={**proxied, "x-forwarded-proto": "http"})
         assert_refused(plain, "forbidden_origin")
@@ -220,7 +220,7 @@ def test_loopback_addresses() -> None:
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/jsonx"])
 async def test_chat_needs_a_json_content_type(content_type: str | None) -> None:
-    agent = make_agent(Step(text="never"))
+    agent = memory_agent(Step(text="never"))
     headers = {"content-type": content_type} if content_type else {}
     async with api(agent) as (http, _):
         response = await http.post("/api/chat", content=json.dumps(chat_body()).encode(), headers=headers)
@@ -229,7 +229,7 @@ async def test_chat_needs_a_json_content_type(content_type: str | None) -> None:
 
 
 async def test_json_with_a_charset_parameter_is_accepted() -> None:
-    async with api(make_agent(Step(text="ok"))) as (http, _):
+    async with api(memory_agent(Step(text="ok"))) as (http, _):
         response = await http.post("/api/chat", content=json.dumps(chat_body()).encode(), headers={"content-type": "Application/JSON; charset=utf-8"})
     assert response.status_code == 200
     assert [c["delta"] for c in sse_chunks(response.text) if c["type"] == "text-delta"] == ["ok"]
@@ -238,7 +238,7 @@ async def test_json_with_a_charset_parameter_is_accepted() -> None:
 async def test_the_body_limit_is_a_413_before_the_body_is_read_whole() -> None:
     """A chunked body (no content-length) past the limit is answered while the client is still
     sending: the server stops reading at the limit instead of buffering the whole body."""
-    agent = make_agent()
+    agent = memory_agent()
     async with running_server(create_app(agent, max_body_bytes=64 * 1024)) as base:
         host, port = base.removeprefix("http://").rsplit(":", 1)
         reader, writer = await asyncio.open_connection(host, int(port))
@@ -267,7 +267,7 @@ def test_max_body_sizes_on_the_command_line() -> None:
 
 
 async def test_the_page_has_a_strict_csp_and_every_response_the_safety_headers() -> None:
-    async with api(make_agent()) as (http, _):
+    async with api(memory_agent()) as (http, _):
         page = await http.get("/")
         script = await http.get("/static/chat.js")
         style = await http.get("/static/chat.css")
@@ -291,7 +291,7 @@ async def test_the_page_has_a_strict_csp_and_every_response_the_safety_headers()
 
 
 async def test_the_websocket_token_may_come_as_a_subprotocol() -> None:
-    agent = make_agent()
+    agent = memory_agent()
     async with running_server(create_app(agent, api_token="s3cret")) as base:
         async with connect(ws_url(base), subprotocols=["think", "bearer.s3cret"]) as ws:  # type: ignore[list-item]
             assert ws.subprotocol == "think"  # never the credential

@@ -20,8 +20,8 @@ from typing import Any, Protocol
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.support.tools import get_weather
 from tests.support.web import user
-from think_core import tool
 from think_core.agent import Think
 from think_core.chat.transcript import ClientTranscript, ToolAnswer, reconcile
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -32,12 +32,6 @@ from think_core.types import UIMessage
 TIMEOUT = 20.0
 SLOW = " ".join(f"w{i}" for i in range(25))  # the answer streaming while the next request arrives
 TRANSPORTS = ("http", "ws")
-
-
-@tool(read_only=True)
-def get_weather(city: str) -> dict:
-    """The weather in a city."""
-    return {"city": city, "sky": "sunny"}
 
 
 def script() -> ScriptedModel:

@@ -19,7 +19,8 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus
 
 from tests.support import agents
-from tests.support.web import chat_request, text_of, user
+from tests.support.tools import get_weather_in_celsius, send_email
+from tests.support.web import chat_request, ui_text, user
 from think_core import block, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -29,22 +30,10 @@ from think_core.server.testing import running_server
 TIMEOUT = 10.0
 
 
-@tool(read_only=True)
-def get_weather(city: str) -> dict:
-    """The weather in a city."""
-    return {"city": city, "sky": "sunny", "celsius": 21}
-
-
 @tool
 def delete_file(path: str) -> str:
     """Delete a file."""
     raise AssertionError("a blocked tool must never run")
-
-
-@tool(needs_approval=True)
-def send_email(to: str) -> str:
-    """Send an email (needs a human's approval)."""
-    return f"sent to {to}"
 
 
 class BodyRecorder:
@@ -64,7 +53,7 @@ class DeleteGuard:
         return block("deleting is not allowed here") if ctx.tool_name == "delete_file" else None
 
 
-make_agent = agents.make_agent.using(tools=[get_weather, delete_file, send_email], store=":memory:")
+make_agent = agents.make_agent.using(tools=[get_weather_in_celsius, delete_file, send_email], store=":memory:")
 
 
 class Client:
@@ -210,7 +199,7 @@ async def test_tool_calling_turn_streams_chunks_then_snapshot_then_done() -> Non
         "tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "finish-step",
         "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish",
     ]
-    assert text_of(chunks) == "Checking the weather.It is sunny in Paris."
+    assert ui_text(chunks) == "Checking the weather.It is sunny in Paris."
     by_type = {c["type"]: c for c in chunks}
     assert by_type["tool-input-available"] == {
         "type": "tool-input-available", "toolCallId": "call_w", "toolName": "get_weather", "input": {"city": "Paris"}
@@ -299,7 +288,7 @@ async def test_client_tool_round_trip_with_auto_continuation() -> None:
         assert done["done"] is True and done["continuation"] is True
         assert all(f.get("continuation") is True for f in frames if f["type"] == "cf_agent_use_chat_response")
         cont = [json.loads(start["body"])] + rest
-        assert text_of(cont) == "You are in Berlin."
+        assert ui_text(cont) == "You are in Berlin."
         final = await c.snapshot()
 
     # The model saw the client's result; the continuation kept the turn's body (client tools).
@@ -351,7 +340,7 @@ async def test_tool_approval_runs_the_tool_in_the_continuation() -> None:
         cont = [json.loads(start["body"])] + rest
         final = await c.snapshot()
     assert {"type": "tool-output-available", "toolCallId": "call_m", "output": "sent to ada@example.com"} in cont
-    assert text_of(cont) == "Email sent."
+    assert ui_text(cont) == "Email sent."
     part = next(p for p in final[1]["parts"] if p["type"] == "tool-send_email")
     assert part["state"] == "output-available" and part["approval"]["approved"] is True
 
@@ -374,7 +363,7 @@ async def test_second_connection_of_the_session_receives_the_broadcast() -> None
         await other.send("garbage")
         assert (await other.recv())["type"] == "cf_agent_error"
     assert b_chunks == a_chunks
-    assert text_of(b_chunks) == "Hello to both tabs."
+    assert ui_text(b_chunks) == "Hello to both tabs."
     # The second tab learnt of the user's message when the turn was admitted.
     announced = [f for f in b_frames if f["type"] == "cf_agent_message_updated"]
     assert [f["message"]["id"] for f in announced] == ["u1"]
@@ -447,7 +436,7 @@ async def test_malformed_frames_get_error_frames_and_the_connection_still_works(
         assert error["error"]["type"] == kind and error["error"]["message"]
         await c.send(chat_request("req1", [user("ok?", "u1")]))
         chunks, _ = await c.stream("req1")
-    assert text_of(chunks) == "Still here."
+    assert ui_text(chunks) == "Still here."
 
 
 @pytest.mark.parametrize(
@@ -471,7 +460,7 @@ async def test_bad_chat_requests_fail_their_own_stream(init: dict[str, Any]) -> 
         assert failed["done"] is True and failed["error"] is True and failed["body"]
         await c.send(chat_request("req2", [user("again", "u1")]))
         chunks, _ = await c.stream("req2")
-    assert text_of(chunks) == "Fine."
+    assert ui_text(chunks) == "Fine."
     assert len(await agent.session("s1").messages()) == 2
 
 
@@ -484,7 +473,7 @@ async def test_oversized_frame_is_refused_with_an_error_frame() -> None:
         assert error["type"] == "cf_agent_error" and error["error"]["type"] == "payload_too_large"
         await c.send(chat_request("req2", [user("small", "u2")]))
         chunks, _ = await c.stream("req2")
-    assert text_of(chunks) == "Small is fine."
+    assert ui_text(chunks) == "Small is fine."
     stored = await agent.session("s1").messages()
     assert [(m.id, m.role) for m in stored] == [("u2", "user"), (chunks[0]["messageId"], "assistant")]
 
@@ -516,7 +505,7 @@ async def test_regenerate_replaces_the_last_reply() -> None:
         await c.send(request)
         second, _ = await c.stream("req2")
         messages = await c.snapshot()
-    assert text_of(second) == "Second answer."
+    assert ui_text(second) == "Second answer."
     assert [m["id"] for m in messages] == ["u1", second[0]["messageId"]]
     assert messages[1]["parts"][-1]["text"] == "Second answer."
 

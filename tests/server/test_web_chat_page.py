@@ -14,6 +14,7 @@ import pytest
 
 from tests.loopback import LoopbackServer, Reply
 from tests.server.test_web_page import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
+from tests.support.tools import delete_file
 from think_core import block, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.openai import OpenAIChatModel
@@ -239,12 +240,6 @@ class NamedGuard:
 def get_weather(city: str) -> dict:
     """The weather in a city."""
     return {"city": city, "celsius": 21}
-
-
-@tool(destructive=True)
-def delete_file(path: str) -> str:
-    """Delete a file."""
-    raise AssertionError("blocked tools never run")
 
 
 async def test_decisions_name_their_plugin_and_the_timeline_survives_a_reload() -> None:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from think_core import block, hookimpl, tool
+from tests.support.tools import delete_file, get_weather_in_celsius, send_email
+from think_core import block, hookimpl
 from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
@@ -38,18 +39,6 @@ WATCH_CSP = "window.__csp = []; document.addEventListener('securitypolicyviolati
 FINAL_TEXT = "It is sunny in Paris, 21 °C. I did not delete anything: that tool is blocked here."
 
 
-@tool(read_only=True)
-def get_weather(city: str) -> dict:
-    """The weather in a city."""
-    return {"city": city, "sky": "sunny", "celsius": 21}
-
-
-@tool(destructive=True)
-def delete_file(path: str) -> str:
-    """Delete a file."""
-    raise AssertionError("blocked tools never run")
-
-
 class DeleteGuard:
     @hookimpl
     def before_tool_call(self, ctx: Any) -> Any:
@@ -70,7 +59,7 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
         ],
         delay=0.04,
     )
-    agent = Think(model, tools=[get_weather, delete_file], plugins=[DeleteGuard()], store=":memory:", load_entrypoints=False)
+    agent = Think(model, tools=[get_weather_in_celsius, delete_file], plugins=[DeleteGuard()], store=":memory:", load_entrypoints=False)
     ARTIFACTS.mkdir(exist_ok=True)
 
     async with running_server(create_app(agent)) as base, async_playwright() as pw:
@@ -139,12 +128,6 @@ async def test_page_streams_a_reply_with_tool_decisions_and_a_hook_timeline() ->
     assert (ARTIFACTS / "web-chat.png").stat().st_size > 10_000
     stored = await agent.session("web1").messages()
     assert [m.role for m in stored] == ["user", "assistant"]
-
-
-@tool(needs_approval=True)
-def send_email(to: str) -> str:
-    """Send an email (a human approves it first)."""
-    return f"sent to {to}"
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable (install the Debian 'chromium' package)")

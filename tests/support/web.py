@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
+
+from think_core.types import UIMessage
 
 
 def user(text: str, id: str) -> dict[str, Any]:
@@ -25,7 +28,18 @@ def ws_url(base: str, session_id: str = "s1", query: str = "") -> str:
     return f"{base.replace('http://', 'ws://')}/agents/think/{session_id}{query}"
 
 
-def text_of(chunks: list[dict[str, Any]]) -> str:
+def ui_text(chunks: list[dict[str, Any]]) -> str:
     """The text a UI message stream's ``text-delta`` chunks spell."""
     return "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
+
+
+def message_text(message: Mapping[str, Any] | UIMessage) -> str:
+    """The text of a UI message's ``text`` parts (a message as JSON, or a ``UIMessage``)."""
+    parts = message.parts if isinstance(message, UIMessage) else message["parts"]
+    return "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def roles(history: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """``(role, id)`` of each message of a history as JSON."""
+    return [(m["role"], m["id"]) for m in history]
 
