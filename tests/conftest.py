@@ -8,6 +8,9 @@ import pytest
 
 from tests.support.agents import make_agent
 
+#: Fixtures shared across folders: ``db`` (a SQLite file or a fresh PostgreSQL database).
+pytest_plugins = ["tests.support.postgres"]
+
 
 @pytest.fixture(autouse=True)
 def _close_built_agents() -> Iterator[None]:

@@ -7,23 +7,10 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from tests.support.postgres import fresh_database
 from think_core.store import open_store
 from think_core.types import UIMessage
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "t.db")
-        return
-    with fresh_database() as url:
-        yield url
 
 
 def think(*args: str) -> subprocess.CompletedProcess[str]:

@@ -36,7 +36,7 @@ def _unavailable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def think_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def demo_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``think serve --model demo`` in a subprocess; its base URL."""
     missing = _unavailable()
     if missing is not None:
@@ -96,8 +96,8 @@ def _wait_healthy(base: str) -> None:
         pytest.param("agents.mjs", id="cloudflare-useAgentChat"),
     ],
 )
-def test_npm_client_against_think_serve(think_serve: str, script: str) -> None:
-    failure = _run_script(think_serve, script)
+def test_npm_client_against_think_serve(demo_server_url: str, script: str) -> None:
+    failure = _run_script(demo_server_url, script)
     assert failure is None, failure
 
 
@@ -120,7 +120,7 @@ LOADED_RUNS = int(os.environ.get("THINK_LOADED_RUNS") or 20)
 
 
 @pytest.mark.slow
-def test_both_client_suites_hold_every_time_under_cpu_load(think_serve: str) -> None:
+def test_both_client_suites_hold_every_time_under_cpu_load(demo_server_url: str) -> None:
     """Issue 33: frame-ordering races show on a busy machine. A busy loop on each core, then
     both suites again and again: every check of every run holds (the sent message stays on
     screen, the status never goes ready before the stream, client and server ids are equal)."""
@@ -132,7 +132,7 @@ def test_both_client_suites_hold_every_time_under_cpu_load(think_serve: str) -> 
     try:
         for run in range(LOADED_RUNS):
             for script in ("ai_sdk.mjs", "agents.mjs"):
-                failure = _run_script(think_serve, script)
+                failure = _run_script(demo_server_url, script)
                 print(f"loaded run {run + 1} {script}: {'ok' if failure is None else 'FAIL'}", flush=True)
                 if failure is not None:
                     failures.append(f"run {run + 1}, {script}:\n{failure}")

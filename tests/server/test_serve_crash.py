@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ import pytest
 from websockets.asyncio.client import connect
 
 from tests.loopback import LoopbackServer, RecordedRequest, Reply
-from tests.support.postgres import fresh_database
 from tests.support.serve import think_serve as serve
 from tests.support.web import chat_request, user
 from tests.support.wire import oa_text, oa_tool_call
@@ -28,18 +26,8 @@ from think_core.server.testing import wait_until_healthy
 DEADLINE = 60  # seconds: generous, the machine may be busy; nothing here is timed
 
 
-def think_serve(db: str) -> Any:
+def demo_server(db: str) -> Any:
     return serve("--model", "demo", "--db", db, deadline=DEADLINE)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """The server's --db: a SQLite file, or a fresh PostgreSQL database."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "chats.db")
-        return
-    with fresh_database() as url:
-        yield url
 
 
 async def final_submissions(http: httpx.AsyncClient, session: str, what: str) -> list[dict[str, Any]]:
@@ -89,7 +77,7 @@ async def start_websocket_chat(base: str) -> asyncio.Task[Any]:
 
 @pytest.mark.parametrize("start_chat", [start_http_chat, start_websocket_chat], ids=["http", "websocket"])
 async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(db: str, start_chat: Any) -> None:
-    async with think_serve(db) as (proc, base):
+    async with demo_server(db) as (proc, base):
         async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
             await wait_until_healthy(http, timeout=DEADLINE)
         client = await start_chat(base)
@@ -97,7 +85,7 @@ async def test_a_chat_cut_off_by_sigkill_is_answered_after_the_restart(db: str, 
         assert await proc.wait() == -signal.SIGKILL
     await asyncio.gather(client, return_exceptions=True)  # the client gives up; it never comes back
 
-    async with think_serve(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+    async with demo_server(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
         await wait_until_healthy(http, timeout=DEADLINE)
         [row] = await final_submissions(http, "crash", "the interrupted chat")
         messages = (await http.get("/api/sessions/crash/messages")).json()["messages"]
@@ -166,7 +154,7 @@ async def test_an_approved_call_cut_off_by_sigkill_is_not_sent_twice_and_its_con
 
 
 async def test_a_regeneration_cut_off_by_sigkill_replaces_the_answer_once_after_the_restart(db: str) -> None:
-    async with think_serve(db) as (proc, base):
+    async with demo_server(db) as (proc, base):
         async with httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
             await wait_until_healthy(http, timeout=DEADLINE)
             await http.post("/api/chat", json={"id": "regen", "messages": [user("Who are you?", "u1")],
@@ -192,7 +180,7 @@ async def test_a_regeneration_cut_off_by_sigkill_replaces_the_answer_once_after_
         assert await proc.wait() == -signal.SIGKILL
     await asyncio.gather(reader, return_exceptions=True)
 
-    async with think_serve(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
+    async with demo_server(db) as (_, base), httpx.AsyncClient(base_url=base, timeout=DEADLINE) as http:
         await wait_until_healthy(http, timeout=DEADLINE)
         rows = await final_submissions(http, "regen", "the regeneration")
         messages = (await http.get("/api/sessions/regen/messages")).json()["messages"]

@@ -7,6 +7,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
@@ -42,3 +43,15 @@ def drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A ``--db`` for ``think serve`` and the CLI, once per backend: a SQLite file in
+    ``tmp_path``, or a fresh PostgreSQL database (:func:`fresh_database`). The suite's
+    ``conftest.py`` offers it to every test; a test module's own ``db`` fixture wins."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "chats.db")
+        return
+    with fresh_database() as url:
+        yield url
