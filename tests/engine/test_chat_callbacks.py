@@ -14,7 +14,7 @@ from think_core.agent import Think
 from think_core.types import TurnResult
 
 
-def make_agent(*steps: Any, plugins: list[Any] | None = None) -> Think:
+def scripted_agent(*steps: Any, plugins: list[Any] | None = None) -> Think:
     return Think(ScriptedModel(list(steps)), store=":memory:", load_entrypoints=False, plugins=plugins or [],
                  retry={"max_retries": 0})
 
@@ -22,7 +22,7 @@ def make_agent(*steps: Any, plugins: list[Any] | None = None) -> Think:
 @pytest.mark.parametrize("flavour", ["sync", "async"])
 async def test_callbacks_see_start_every_chunk_and_done(flavour: str) -> None:
     seen: list[Any] = []
-    agent = make_agent("Hello there")
+    agent = scripted_agent("Hello there")
 
     if flavour == "sync":
         def on_start(request_id: str) -> None:
@@ -62,7 +62,7 @@ async def test_on_error_gets_the_error_text_of_a_failed_turn() -> None:
     async def on_error(error: Any) -> None:
         errors.append(error)
 
-    agent = make_agent(Step(error=RuntimeError("upstream fell over")))
+    agent = scripted_agent(Step(error=RuntimeError("upstream fell over")))
     try:
         result = await agent.session("s").chat("hi", on_error=on_error, on_done=done.append)
     finally:
@@ -71,7 +71,7 @@ async def test_on_error_gets_the_error_text_of_a_failed_turn() -> None:
 
 
 async def test_on_error_receives_what_the_call_would_raise_and_the_call_returns() -> None:
-    agent = make_agent("never", "never")
+    agent = scripted_agent("never", "never")
     session = agent.session("s")
     broken = RuntimeError("the store is gone")
 

@@ -44,7 +44,7 @@ def traced() -> Iterator[Traced]:
     provider.shutdown()
 
 
-def make_agent(model: ScriptedModel, plugin: OTelTracing, tools: list[Any] = (), **kwargs: Any) -> Think:
+def traced_agent(model: ScriptedModel, plugin: OTelTracing, tools: list[Any] = (), **kwargs: Any) -> Think:
     kwargs.setdefault("retry", {"base_delay": 0.01})
     return Think(model, tools=list(tools), plugins=[OverflowClassifier(), plugin], **kwargs)
 
@@ -94,7 +94,7 @@ def two_tools_after_a_retry() -> ScriptedModel:
 async def test_span_tree_of_a_turn_with_two_parallel_tool_calls_and_a_retried_step(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing(tracer_provider=provider)
-    agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
+    agent = traced_agent(two_tools_after_a_retry(), plugin, meeting_tools())
     result = await agent.session("s1").chat("Weather in Oslo, in Fahrenheit?")
     assert result.status == "completed" and result.text == "Oslo is 21C (69.8F)."
 
@@ -133,7 +133,7 @@ async def test_span_tree_of_a_turn_with_two_parallel_tool_calls_and_a_retried_st
 
 async def test_attributes_follow_the_genai_conventions(traced: Traced) -> None:
     provider, exporter = traced
-    agent = make_agent(two_tools_after_a_retry(), OTelTracing(tracer_provider=provider), meeting_tools())
+    agent = traced_agent(two_tools_after_a_retry(), OTelTracing(tracer_provider=provider), meeting_tools())
     await agent.session("s1").chat("Weather in Oslo, in Fahrenheit?", request_id="req-1")
     spans = exporter.get_finished_spans()
     [turn] = by_name(spans, "invoke_agent think")
@@ -176,7 +176,7 @@ async def test_attributes_follow_the_genai_conventions(traced: Traced) -> None:
 async def test_content_is_recorded_only_when_enabled(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing({"capture_content": True}, tracer_provider=provider)
-    agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools(), system="You are terse.")
+    agent = traced_agent(two_tools_after_a_retry(), plugin, meeting_tools(), system="You are terse.")
     await agent.session("s1").chat("Weather in Oslo, in Fahrenheit?")
     spans = exporter.get_finished_spans()
     [turn] = by_name(spans, "invoke_agent think")
@@ -207,7 +207,7 @@ async def test_content_is_recorded_only_when_enabled(traced: Traced) -> None:
 async def test_content_is_cut_to_max_content_chars(traced: Traced) -> None:
     provider, exporter = traced
     plugin = OTelTracing({"capture_content": True, "max_content_chars": 40}, tracer_provider=provider)
-    await make_agent(ScriptedModel(["x" * 500]), plugin).session("s").chat("y" * 500)
+    await traced_agent(ScriptedModel(["x" * 500]), plugin).session("s").chat("y" * 500)
     [chat] = by_name(exporter.get_finished_spans(), "chat scripted")
     assert len(chat.attributes["gen_ai.input.messages"]) == 40
     assert len(chat.attributes["gen_ai.output.messages"]) == 40
@@ -223,7 +223,7 @@ async def test_failing_turn_ends_every_span_in_error_with_the_classification(tra
         return "pong"
 
     model = ScriptedModel([Step(tool_calls=[call("ping")]), Step(error=BAD_REQUEST)])
-    result = await make_agent(model, plugin, [ping]).session("s").chat("go")
+    result = await traced_agent(model, plugin, [ping]).session("s").chat("go")
     assert result.status == "error"
 
     spans = exporter.get_finished_spans()
@@ -243,7 +243,7 @@ async def test_failing_turn_ends_every_span_in_error_with_the_classification(tra
 async def test_retries_exhausted_show_every_attempt(traced: Traced) -> None:
     provider, exporter = traced
     model = ScriptedModel([Step(error=OVERLOADED)] * 3)
-    result = await make_agent(model, OTelTracing(tracer_provider=provider), retry={"max_retries": 2, "base_delay": 0.01}
+    result = await traced_agent(model, OTelTracing(tracer_provider=provider), retry={"max_retries": 2, "base_delay": 0.01}
                               ).session("s").chat("go")
     assert result.status == "error"
     spans = exporter.get_finished_spans()
@@ -311,7 +311,7 @@ async def test_aborted_turn_ends_its_open_tool_span(traced: Traced) -> None:
         await asyncio.sleep(60)
         return "late"
 
-    agent = make_agent(ScriptedModel([Step(tool_calls=[call("wait_forever")])]), plugin, [wait_forever])
+    agent = traced_agent(ScriptedModel([Step(tool_calls=[call("wait_forever")])]), plugin, [wait_forever])
     session = agent.session("s")
     task = asyncio.create_task(session.chat("go", request_id="r1"))
     await asyncio.wait_for(running.wait(), 5)
@@ -333,7 +333,7 @@ async def test_turn_aborted_during_the_model_call_ends_its_chat_span_in_error(tr
     provider, exporter = traced
     plugin = OTelTracing(tracer_provider=provider)
     model = ScriptedModel([Step(text=" ".join(["word"] * 200))], delay=0.01)
-    session = make_agent(model, plugin).session("s")
+    session = traced_agent(model, plugin).session("s")
     task = asyncio.create_task(session.chat("long answer please", request_id="r1"))
     await asyncio.sleep(0.1)
     assert session.cancel("r1")
@@ -360,8 +360,8 @@ async def test_concurrent_sessions_keep_separate_trees(traced: Traced) -> None:
         return ScriptedModel([Step(tool_calls=[call("meet", {"who": who})]), f"done {who}"])
 
     plugin = OTelTracing(tracer_provider=provider)
-    agent_a = make_agent(script("a"), plugin, [meet])
-    agent_b = make_agent(script("b"), plugin, [meet])
+    agent_a = traced_agent(script("a"), plugin, [meet])
+    agent_b = traced_agent(script("b"), plugin, [meet])
     await asyncio.gather(agent_a.session("a").chat("go"), agent_b.session("b").chat("go"))
 
     spans = exporter.get_finished_spans()
@@ -380,7 +380,7 @@ async def test_concurrent_sessions_keep_separate_trees(traced: Traced) -> None:
 
 async def test_turn_nests_under_the_callers_current_span(traced: Traced) -> None:
     provider, exporter = traced
-    agent = make_agent(ScriptedModel(["hi"]), OTelTracing(tracer_provider=provider))
+    agent = traced_agent(ScriptedModel(["hi"]), OTelTracing(tracer_provider=provider))
     with provider.get_tracer("app").start_as_current_span("handle request") as outer:
         await agent.session("s").chat("hello")
     [turn] = by_name(exporter.get_finished_spans(), "invoke_agent think")
@@ -394,7 +394,7 @@ async def test_overflow_recovery_keeps_one_turn_span(traced: Traced) -> None:
         status=400, code="context_length_exceeded", type="invalid_request_error",
     )
     model = ScriptedModel([Step(error=overflow), "Fits now."])
-    agent = make_agent(
+    agent = traced_agent(
         model, OTelTracing(tracer_provider=provider), context_overflow={"reactive": True},
         compaction={"tail_tokens": 50}, summarizer=lambda messages, budget: "earlier talk",
     )
@@ -416,7 +416,7 @@ async def test_overflow_recovery_keeps_one_turn_span(traced: Traced) -> None:
 
 async def test_without_an_sdk_nothing_is_recorded_and_turns_run() -> None:
     plugin = OTelTracing()  # the global provider: a no-op until the application configures an SDK
-    agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
+    agent = traced_agent(two_tools_after_a_retry(), plugin, meeting_tools())
     result = await agent.session("s").chat("go")
     assert result.status == "completed" and plugin.open_turns == 0
 
@@ -424,7 +424,7 @@ async def test_without_an_sdk_nothing_is_recorded_and_turns_run() -> None:
 async def test_without_opentelemetry_installed_the_plugin_is_inert(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(otel_module, "trace", None)  # as if the optional extra were missing
     plugin = OTelTracing()
-    agent = make_agent(two_tools_after_a_retry(), plugin, meeting_tools())
+    agent = traced_agent(two_tools_after_a_retry(), plugin, meeting_tools())
     assert (await agent.session("s").chat("go")).status == "completed"
     assert plugin.open_turns == 0
 

@@ -63,7 +63,7 @@ def an_text(*pieces: str) -> str:
 PROVIDERS = ["openai", "anthropic"]
 
 
-def make_model(provider: str, server: LoopbackServer, **kwargs: Any) -> Any:
+def model_for(provider: str, server: LoopbackServer, **kwargs: Any) -> Any:
     kwargs.setdefault("retry_policy", FAST)
     if provider == "openai":
         return OpenAIChatModel("gpt-4o", base_url=server.url + "/v1", api_key="sk-test", **kwargs)
@@ -129,7 +129,7 @@ async def test_garbage_lines_comments_and_unknown_fields_between_events_are_igno
         mixed.append(noise[i % len(noise)])
     loopback.enqueue(Reply.sse("\n\n".join(mixed), chunk_size=13))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "completed", result.error
     assert result.text == "Hello, world"
@@ -143,7 +143,7 @@ async def test_non_json_event_data_before_output_is_retried_then_a_clear_error(
     garbage = "data: <html>definitely not json</html>\n\n"
     loopback.enqueue(*[Reply.sse(garbage) for _ in range(ATTEMPTS)])
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error"
     assert len(loopback.requests) == ATTEMPTS
@@ -160,7 +160,7 @@ async def test_non_json_event_data_after_output_keeps_the_partial_and_is_not_ret
 ) -> None:
     loopback.enqueue(Reply.sse(partial_stream(provider, "Partial ", "answer") + "data: {oops\n\n" + text_stream(provider, "never")))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and "invalid JSON" in (result.error or "")
     assert len(loopback.requests) == 1
@@ -191,7 +191,7 @@ async def test_well_formed_json_of_the_wrong_shape_is_a_provider_error(
 ) -> None:
     loopback.enqueue(*[Reply.sse(stream) for _ in range(ATTEMPTS)])
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(provider, loopback), ask())
+        await collect(model_for(provider, loopback), ask())
     assert info.value.type == "invalid_stream"
 
 
@@ -206,7 +206,7 @@ async def test_a_stream_whose_body_ends_inside_a_json_event_is_an_invalid_stream
     cut = whole.index('"lo wor') + 5  # inside the second delta's JSON
     loopback.enqueue(Reply.sse(whole[:cut], chunk_size=17))  # a complete HTTP body, truncated SSE
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error"
     error = spy.errors[0][0]
@@ -224,7 +224,7 @@ async def test_a_connection_lost_mid_event_keeps_the_partial_with_a_clear_error(
     cut = whole.index('"lo wor') + 5
     loopback.enqueue(Reply.sse(whole, chunks=[whole[:cut].encode(), whole[cut:].encode()], disconnect_after=1, reset=reset))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and result.error
     assert len(loopback.requests) == 1
@@ -238,7 +238,7 @@ async def test_a_stream_without_its_end_marker_is_incomplete_not_a_short_answer(
 ) -> None:
     loopback.enqueue(Reply.sse(partial_stream(provider, "Only ", "half")))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error"
     assert spy.errors[0][0].type == "incomplete_stream"
@@ -255,7 +255,7 @@ async def test_a_200_json_error_body_instead_of_a_stream_is_a_provider_error(
     body = {"type": "error", "error": {"type": "invalid_request_error", "message": "upstream said no"}}
     loopback.enqueue(Reply.json(body))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and "upstream said no" in (result.error or "")
     error = spy.errors[0][0]
@@ -268,7 +268,7 @@ async def test_a_non_streaming_completion_answered_to_a_stream_request_is_a_clea
     loopback.enqueue(Reply.json({"id": "x", "object": "chat.completion",
                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello"}}]}))
     spy = ErrorSpy()
-    agent = agent_for(make_model("openai", loopback), spy)
+    agent = agent_for(model_for("openai", loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and result.error
     assert isinstance(spy.errors[0][0], ProviderError) and spy.errors[0][0].status == 200
@@ -289,7 +289,7 @@ async def test_an_html_502_from_a_proxy_is_retried_then_a_bounded_clear_error(
 ) -> None:
     loopback.enqueue(*[Reply(status=502, headers={"content-type": "text/html"}, body=PROXY_502) for _ in range(ATTEMPTS)])
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error"
     assert len(loopback.requests) == ATTEMPTS
@@ -315,7 +315,7 @@ async def test_an_empty_or_eventless_200_is_an_error_never_an_empty_answer(
 ) -> None:
     loopback.enqueue(*[reply() for _ in range(ATTEMPTS)])
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and result.error
     assert isinstance(spy.errors[0][0], ProviderError)
@@ -335,7 +335,7 @@ async def test_session_cancel_of_a_never_ending_stream_closes_the_connection(
 ) -> None:
     loopback.enqueue(endless(provider))
     spy = ErrorSpy()
-    agent = agent_for(make_model(provider, loopback), spy)
+    agent = agent_for(model_for(provider, loopback), spy)
     session = agent.session("s")
     first_text = asyncio.Event()
 
@@ -364,7 +364,7 @@ async def test_outside_cancellation_of_a_never_ending_stream_propagates_and_clos
     provider: str, loopback: LoopbackServer
 ) -> None:
     loopback.enqueue(endless(provider))
-    agent = agent_for(make_model(provider, loopback))
+    agent = agent_for(model_for(provider, loopback))
     session = agent.session("s")
     task = asyncio.create_task(session.chat("talk forever"))
     deadline = time.monotonic() + 5
@@ -384,7 +384,7 @@ async def test_outside_cancellation_of_a_never_ending_stream_propagates_and_clos
 async def test_cancel_during_a_retry_after_wait_aborts_at_once(provider: str, loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json({"error": {"message": "slow down", "type": "rate_limit_error"}}, status=429,
                                 headers={"retry-after": "30"}))
-    agent = agent_for(make_model(provider, loopback, retry_policy=RetryPolicy(max_retries=2, cap_seconds=60)))
+    agent = agent_for(model_for(provider, loopback, retry_policy=RetryPolicy(max_retries=2, cap_seconds=60)))
     session = agent.session("s")
     task = asyncio.create_task(session.chat("hi", request_id="r1"))
     deadline = time.monotonic() + 5
@@ -413,7 +413,7 @@ async def test_unicode_split_at_every_byte_arrives_intact(provider: str, loopbac
     stream = json_unescaped(text_stream(provider, *pieces)).encode("utf-8")
     assert "日".encode() in stream and "👩".encode() in stream
     loopback.enqueue(Reply.sse(stream, chunk_size=1))
-    agent = agent_for(make_model(provider, loopback))
+    agent = agent_for(model_for(provider, loopback))
     result = await agent.session("s").chat("hi")
     assert result.status == "completed", result.error
     assert result.text == TRICKY
@@ -433,7 +433,7 @@ def json_unescaped(stream: str) -> str:
 async def test_invalid_utf8_in_a_delta_is_replaced_not_fatal(loopback: LoopbackServer) -> None:
     stream = json_unescaped(oa_text("ok ", "X", " end")).encode("utf-8").replace(b'"X"', b'"\xff\xfe"')
     loopback.enqueue(Reply.sse(stream, chunk_size=5))
-    agent = agent_for(make_model("openai", loopback))
+    agent = agent_for(model_for("openai", loopback))
     result = await agent.session("s").chat("hi")
     assert result.status == "completed", result.error
     assert result.text.startswith("ok ") and result.text.endswith(" end") and "\ufffd" in result.text
@@ -459,7 +459,7 @@ async def test_an_error_event_mid_tool_call_keeps_the_text_and_never_runs_the_ha
     )
     loopback.enqueue(Reply.sse(stream))
     spy = ErrorSpy()
-    agent = agent_for(make_model("openai", loopback), spy, tools=[lookup])
+    agent = agent_for(model_for("openai", loopback), spy, tools=[lookup])
     session = agent.session("s")
     result = await session.chat("look it up")
     assert result.status == "error" and "server had an error" in (result.error or "")

@@ -122,7 +122,7 @@ ANTHROPIC_THINKING_PAYLOADS = r'''{"type":"content_block_start","index":0,"conte
 {"type":"content_block_stop","index":0}
 '''
 
-def make_model(server: LoopbackServer, **kwargs: Any) -> AnthropicModel:
+def claude_model(server: LoopbackServer, **kwargs: Any) -> AnthropicModel:
     kwargs.setdefault("api_key", "sk-ant-test")
     kwargs.setdefault("retry_policy", FAST)
     return AnthropicModel("claude-sonnet-4-20250514", base_url=server.url, **kwargs)
@@ -150,7 +150,7 @@ def thinking_stream() -> str:
 
 async def test_recorded_text_stream(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(ANTHROPIC_TEXT))
-    events = await collect(make_model(loopback), ask("Hello", system="You are terse."))
+    events = await collect(claude_model(loopback), ask("Hello", system="You are terse."))
     assert [type(e) for e in events] == [TextDelta, TextDelta, TextDelta, Finish]
     assert text_of(events) == "Hello there!"
     finish = events[-1]
@@ -174,14 +174,14 @@ async def test_recorded_text_stream(loopback: LoopbackServer) -> None:
 
 async def test_recorded_text_stream_split_at_odd_sizes_with_crlf(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(ANTHROPIC_TEXT.replace("\n", "\r\n"), chunk_size=13, chunk_delay=0.0005))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(claude_model(loopback), ask())
     assert text_of(events) == "Hello there!"
     assert events[-1].usage.output_tokens == 6
 
 
 async def test_recorded_tool_use_stream(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(ANTHROPIC_TOOL_USE))
-    events = await collect(make_model(loopback), ask("What's the weather in Paris?"))
+    events = await collect(claude_model(loopback), ask("What's the weather in Paris?"))
     call_id = "toolu_01NRLabsLyVHZPKxbKvkfSMn"
     assert text_of(events) == "I'll check the current weather in Paris for you."
     assert [e for e in events if isinstance(e, ToolInputStart)] == [ToolInputStart(call_id, "get_weather")]
@@ -199,7 +199,7 @@ async def test_recorded_overloaded_error_after_text_is_not_retried(loopback: Loo
     loopback.enqueue(Reply.sse(ANTHROPIC_OVERLOADED_MID_STREAM), Reply.sse(ANTHROPIC_TEXT))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(claude_model(loopback), ask(), seen)
     assert seen == [TextDelta("Hello")]
     assert (info.value.type, info.value.message, info.value.status) == ("overloaded_error", "Overloaded", None)
     assert info.value.provider == "anthropic"
@@ -213,14 +213,14 @@ async def test_overloaded_event_before_any_output_is_retried(loopback: LoopbackS
         event_names=True,
     )
     loopback.enqueue(Reply.sse(error_first), Reply.sse(ANTHROPIC_TEXT))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(claude_model(loopback), ask())
     assert text_of(events) == "Hello there!"
     assert len(loopback.requests) == 2
 
 
 async def test_recorded_thinking_block(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(thinking_stream()))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(claude_model(loopback), ask())
     reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
     assert [e.text for e in reasoning if e.text] == ["The previous", " result"]
     # The block's signature comes last, as metadata to send back with the block.
@@ -259,7 +259,7 @@ async def test_history_pairs_tool_use_and_merges_tool_results(loopback: Loopback
         tool_choice="auto",
         settings=CallSettings(temperature=0.5, max_output_tokens=100, stop=["X"], provider_options={"top_k": 5}),
     )
-    await collect(make_model(loopback), request)
+    await collect(claude_model(loopback), request)
     body = loopback.requests[0].json
     assert body["system"] == "sys"
     assert body["messages"] == [
@@ -309,7 +309,7 @@ async def test_structured_output_is_a_forced_tool_streamed_as_text(loopback: Loo
         event_names=True,
     )
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback), ask(output=OutputSpec(name="answer", json_schema=schema)))
+    events = await collect(claude_model(loopback), ask(output=OutputSpec(name="answer", json_schema=schema)))
     assert [type(e) for e in events] == [TextDelta, TextDelta, Finish]
     assert json.loads(text_of(events)) == {"city": "Paris"}
     assert events[-1].finish_reason == "stop"
@@ -341,7 +341,7 @@ async def test_structured_output_with_a_non_object_schema_is_wrapped(loopback: L
         event_names=True,
     )
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback), ask(output=OutputSpec(name="nums", json_schema=schema)))
+    events = await collect(claude_model(loopback), ask(output=OutputSpec(name="nums", json_schema=schema)))
     assert json.loads(text_of(events)) == [1, 2, 3]
     tool = loopback.requests[0].json["tools"][0]
     assert tool["input_schema"] == {"type": "object", "properties": {"value": schema}, "required": ["value"]}
@@ -364,7 +364,7 @@ async def test_tool_without_arguments_and_truncated_tool_json(loopback: Loopback
         event_names=True,
     )
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(claude_model(loopback), ask())
     calls = [(c.tool_call_id, c.input, c.raw_input) for c in events if isinstance(c, ToolCall)]
     assert calls == [("t0", {}, ""), ("t1", None, '{"text": "unfini')]
     assert events[-1].finish_reason == "length"
@@ -375,7 +375,7 @@ async def test_connection_closed_before_message_stop_is_incomplete(loopback: Loo
     loopback.enqueue(Reply.sse(cut))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(claude_model(loopback), ask(), seen)
     assert info.value.type == "incomplete_stream"
     assert text_of(seen) == "Hello there!"
     assert len(loopback.requests) == 1
@@ -390,7 +390,7 @@ async def test_http_400_prompt_too_long(loopback: LoopbackServer) -> None:
             "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy"}
     loopback.enqueue(Reply.json(body, status=400, headers={"request-id": "req_011CSHoEeqs5C35K2UUqR7Fy"}))
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(claude_model(loopback), ask())
     error = info.value
     assert (error.status, error.type, error.message) == (
         400, "invalid_request_error", "prompt is too long: 213450 tokens > 200000 maximum",
@@ -402,7 +402,7 @@ async def test_http_400_prompt_too_long(loopback: LoopbackServer) -> None:
 async def test_http_529_overloaded_is_retried(loopback: LoopbackServer) -> None:
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     loopback.enqueue(Reply.json(overloaded, status=529), Reply.sse(ANTHROPIC_TEXT))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(claude_model(loopback), ask())
     assert text_of(events) == "Hello there!"
     assert len(loopback.requests) == 2
 
@@ -411,7 +411,7 @@ async def test_http_529_exhausting_retries_raises_overloaded(loopback: LoopbackS
     overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
     loopback.enqueue(*[Reply.json(overloaded, status=529) for _ in range(3)])
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(claude_model(loopback), ask())
     assert (info.value.status, info.value.type) == (529, "overloaded_error")
     assert len(loopback.requests) == 3
 

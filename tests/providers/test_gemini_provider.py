@@ -84,7 +84,7 @@ def chunk(*parts: dict[str, Any], finish: str | None = None, usage: tuple[int, i
     return out
 
 
-def make_model(server: LoopbackServer, model_id: str = "gemini-2.5-flash", **kwargs: Any) -> GeminiModel:
+def gemini_model(server: LoopbackServer, model_id: str = "gemini-2.5-flash", **kwargs: Any) -> GeminiModel:
     kwargs.setdefault("api_key", "AIza-test")
     kwargs.setdefault("retry_policy", FAST_RETRY)
     return GeminiModel(model_id, base_url=server.url + "/v1beta", **kwargs)
@@ -95,7 +95,7 @@ def make_model(server: LoopbackServer, model_id: str = "gemini-2.5-flash", **kwa
 
 async def test_recorded_text_stream_crlf_split_at_odd_sizes(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(GEMINI_TEXT, chunk_size=17))
-    events = await collect(make_model(loopback), ask("Say hi in five languages", system="Be terse."))
+    events = await collect(gemini_model(loopback), ask("Say hi in five languages", system="Be terse."))
     assert text_of(events) == GEMINI_TEXT_ANSWER
     assert [type(e) for e in events] == [TextDelta, TextDelta, Finish]
     finish = events[-1]
@@ -115,7 +115,7 @@ async def test_recorded_text_stream_crlf_split_at_odd_sizes(loopback: LoopbackSe
 
 async def test_recorded_tool_call_arrives_whole(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(crlf_stream(*GEMINI_TOOL_CALL_PAYLOADS)))
-    events = await collect(make_model(loopback, "gemini-3-pro-preview"), ask("Weather in SF?"))
+    events = await collect(gemini_model(loopback, "gemini-3-pro-preview"), ask("Weather in SF?"))
     start, delta, call, finish = events
     assert isinstance(start, ToolInputStart) and start.tool_name == "weather"
     assert start.tool_call_id.startswith("call_")  # Gemini gave no id: one is made up
@@ -135,7 +135,7 @@ async def test_parallel_calls_thought_parts_and_server_ids(loopback: LoopbackSer
               finish="STOP", usage=(40, 12, 30)),
     )
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback), ask("Paris and Rome?"))
+    events = await collect(gemini_model(loopback), ask("Paris and Rome?"))
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "**Planning** both cities at once."
     calls = [e for e in events if isinstance(e, ToolCall)]
     assert [(c.tool_call_id, c.input) for c in calls] == [("fc-1", {"city": "Paris"}), ("fc-2", {"city": "Rome"})]
@@ -147,7 +147,7 @@ async def test_parallel_calls_thought_parts_and_server_ids(loopback: LoopbackSer
 async def test_recorded_reasoning_tail_with_only_a_signature_maps_to_nothing(loopback: LoopbackServer) -> None:
     stream = crlf_stream(chunk({"text": "There are **3** \"r\"s."}), GEMINI_REASONING_LAST)
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(gemini_model(loopback), ask())
     assert [type(e) for e in events] == [TextDelta, Finish]
     assert events[-1].usage.reasoning_tokens == 256
 
@@ -163,7 +163,7 @@ async def test_recorded_reasoning_tail_with_only_a_signature_maps_to_nothing(loo
 )
 async def test_safety_and_finish_reasons(loopback: LoopbackServer, payload: str, reason: str, raw: str) -> None:
     loopback.enqueue(Reply.sse(crlf_stream(payload)))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(gemini_model(loopback), ask())
     finish = events[-1]
     assert (finish.finish_reason, finish.provider_metadata) == (reason, {"google": {"finish_reason": raw}})
 
@@ -172,7 +172,7 @@ async def test_stream_cut_before_the_finish_reason_is_incomplete(loopback: Loopb
     loopback.enqueue(Reply.sse(crlf_stream(GEMINI_TEXT_PAYLOADS[0])))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(gemini_model(loopback), ask(), seen)
     assert info.value.type == "incomplete_stream" and text_of(seen).startswith("Here you go!")
     assert len(loopback.requests) == 1  # output had been streamed: not retried
 
@@ -259,7 +259,7 @@ def test_tool_choice_mapping(choice: Any, expected: dict[str, Any]) -> None:
 async def test_structured_output_uses_the_json_schema(loopback: LoopbackServer) -> None:
     schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
     loopback.enqueue(Reply.sse(crlf_stream(chunk({"text": '{"city": '}), chunk({"text": '"Oslo"}'}, finish="STOP"))))
-    events = await collect(make_model(loopback), ask(output=OutputSpec(name="answer", json_schema=schema)))
+    events = await collect(gemini_model(loopback), ask(output=OutputSpec(name="answer", json_schema=schema)))
     assert json.loads(text_of(events)) == {"city": "Oslo"}
     config = loopback.requests[0].json["generationConfig"]
     assert config == {"responseMimeType": "application/json", "responseJsonSchema": schema}
@@ -271,7 +271,7 @@ async def test_structured_output_uses_the_json_schema(loopback: LoopbackServer) 
 async def test_http_400_overflow_is_classified_and_not_retried(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(GEMINI_OVERFLOW, status=400, headers={"content-type": "application/json; charset=UTF-8"}))
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(gemini_model(loopback), ask())
     error = info.value
     assert (error.status, error.type, error.code, error.provider) == (400, "INVALID_ARGUMENT", "400", "google")
     assert error.message.startswith("The input token count (1200293) exceeds")
@@ -281,7 +281,7 @@ async def test_http_400_overflow_is_classified_and_not_retried(loopback: Loopbac
 
 async def test_http_429_waits_for_the_retry_delay_in_the_body(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(gemini_429("0.05s"), status=429), Reply.sse(GEMINI_TEXT))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(gemini_model(loopback), ask())
     assert text_of(events) == GEMINI_TEXT_ANSWER
     assert len(loopback.requests) == 2
 
@@ -289,7 +289,7 @@ async def test_http_429_waits_for_the_retry_delay_in_the_body(loopback: Loopback
 async def test_http_429_with_a_retry_delay_past_the_cap_is_raised_at_once(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(gemini_429("3600s"), status=429), Reply.sse(GEMINI_TEXT))
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(gemini_model(loopback), ask())
     assert (info.value.status, info.value.type) == (429, "RESOURCE_EXHAUSTED")
     assert len(loopback.requests) == 1
     assert classify_error(info.value) == "fatal"  # an hour's wait: no retry budget covers it
@@ -300,7 +300,7 @@ async def test_http_503_unavailable_is_retried(loopback: LoopbackServer) -> None
     unavailable = {"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
                              "status": "UNAVAILABLE"}}
     loopback.enqueue(Reply.json(unavailable, status=503), Reply.sse(GEMINI_TEXT))
-    assert text_of(await collect(make_model(loopback), ask())) == GEMINI_TEXT_ANSWER
+    assert text_of(await collect(gemini_model(loopback), ask())) == GEMINI_TEXT_ANSWER
     assert len(loopback.requests) == 2
 
 
@@ -308,13 +308,13 @@ async def test_error_chunk_before_output_is_retried_and_after_output_is_raised(l
     error = {"error": {"code": 503, "message": "The model is overloaded. Please try again later.",
                        "status": "UNAVAILABLE"}}
     loopback.enqueue(Reply.sse(crlf_stream(error)), Reply.sse(GEMINI_TEXT))
-    assert text_of(await collect(make_model(loopback), ask())) == GEMINI_TEXT_ANSWER
+    assert text_of(await collect(gemini_model(loopback), ask())) == GEMINI_TEXT_ANSWER
     assert len(loopback.requests) == 2
 
     loopback.enqueue(Reply.sse(crlf_stream(chunk({"text": "Partial"}), error)), Reply.sse(GEMINI_TEXT))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(gemini_model(loopback), ask(), seen)
     assert seen == [TextDelta("Partial")]
     assert (info.value.type, info.value.code, info.value.status) == ("UNAVAILABLE", "503", None)
     assert classify_error(info.value) == "transient"

@@ -39,7 +39,7 @@ async def seed(session, turns: int = 6) -> None:
         )
 
 
-def make_agent(model: Any, rec: Recorder, **kwargs: Any) -> Think:
+def overflow_agent(model: Any, rec: Recorder, **kwargs: Any) -> Think:
     return Think(
         model,
         plugins=[OverflowClassifier(), rec],
@@ -53,7 +53,7 @@ def make_agent(model: Any, rec: Recorder, **kwargs: Any) -> Think:
 async def test_overflow_is_compacted_with_the_model_and_the_turn_succeeds(loopback: LoopbackServer):
     loopback.enqueue(overflow_reply(), Reply.sse(oa_text("They discussed lorem and ipsum.")), Reply.sse(oa_text("Done.")))
     rec = Recorder()
-    agent = make_agent(openai_model(loopback), rec)
+    agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
     await seed(session)
     result = await session.chat("and the last question?")
@@ -72,7 +72,7 @@ async def test_overflow_is_compacted_with_the_model_and_the_turn_succeeds(loopba
 async def test_a_second_overflow_is_terminal(loopback: LoopbackServer):
     loopback.enqueue(overflow_reply(), Reply.sse(oa_text("summary")), overflow_reply())
     rec = Recorder()
-    agent = make_agent(openai_model(loopback), rec)
+    agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
     await seed(session)
     result = await session.chat("again")
@@ -86,7 +86,7 @@ async def test_a_second_overflow_is_terminal(loopback: LoopbackServer):
 async def test_an_overflow_on_a_continuation_is_recovered(loopback: LoopbackServer):
     loopback.enqueue(overflow_reply(), Reply.sse(oa_text("summary")), Reply.sse(oa_text(" happily ever after.")))
     rec = Recorder()
-    agent = make_agent(openai_model(loopback), rec)
+    agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
     await seed(session)
     await session.add_messages([{"role": "assistant", "parts": [{"type": "text", "text": "Once upon a time"}]}])
@@ -119,7 +119,7 @@ async def test_overloaded_mid_stream_before_text_is_retried(loopback: LoopbackSe
     ok = an_stream({"type": "text", "text": "Hello after the storm."}, stop="end_turn", input_tokens=9, output_tokens=4)
     loopback.enqueue(Reply.sse(overloaded(None)), Reply.sse(ok))
     rec = Recorder()
-    agent = make_agent(anthropic(loopback), rec)
+    agent = overflow_agent(anthropic(loopback), rec)
     result = await agent.session("s").chat("hi")
     assert result.status == "completed" and result.text == "Hello after the storm."
     assert len(loopback.requests) == 2
@@ -128,7 +128,7 @@ async def test_overloaded_mid_stream_before_text_is_retried(loopback: LoopbackSe
 async def test_overloaded_after_text_is_not_retried_and_the_partial_is_kept(loopback: LoopbackServer, tmp_path):
     loopback.enqueue(Reply.sse(overloaded("Half an ans")))
     rec = Recorder()
-    agent = make_agent(anthropic(loopback), rec, store=str(tmp_path / "db.sqlite"))
+    agent = overflow_agent(anthropic(loopback), rec, store=str(tmp_path / "db.sqlite"))
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and "Overloaded" in result.error
     assert len(loopback.requests) == 1

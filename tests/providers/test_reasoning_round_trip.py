@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply, sse_body
-from tests.providers.test_gemini_provider import chunk, crlf_stream, make_model
+from tests.providers.test_gemini_provider import chunk, crlf_stream, gemini_model
 from tests.support.agents import make_agent
 from tests.support.wire import an_stream, anthropic_model
 from think_core import tool
@@ -141,7 +141,7 @@ async def test_gemini_gets_its_thought_signatures_back_on_the_calls(loopback: Lo
         Reply.sse(crlf_stream(chunk({"text": "Rain in both."}, finish="STOP", usage=(30, 4, 0)))),
         Reply.sse(crlf_stream(chunk({"text": "Bye."}, finish="STOP", usage=(40, 2, 0)))),
     )
-    agent = make_agent(make_model(loopback, "gemini-3-pro-preview"), tools=[get_weather], store=str(tmp_path / "g.db"))
+    agent = make_agent(gemini_model(loopback, "gemini-3-pro-preview"), tools=[get_weather], store=str(tmp_path / "g.db"))
     session = agent.session("s")
     assert (await session.chat("Paris and Rome?")).text == "Rain in both."
     await session.chat("Thanks")

@@ -130,7 +130,7 @@ def text_stream(*deltas: str, usage: tuple[int, int] = (12, 4)) -> str:
     return named(created(), *message_events(*deltas), completed(*usage))
 
 
-def make_model(server: LoopbackServer, **kwargs: Any) -> OpenAIResponsesModel:
+def responses_model(server: LoopbackServer, **kwargs: Any) -> OpenAIResponsesModel:
     kwargs.setdefault("api_key", "sk-test")
     kwargs.setdefault("retry_policy", FAST_RETRY)
     return OpenAIResponsesModel("gpt-5-mini", base_url=server.url + "/v1", **kwargs)
@@ -141,7 +141,7 @@ def make_model(server: LoopbackServer, **kwargs: Any) -> OpenAIResponsesModel:
 
 async def test_text_stream_split_at_odd_sizes(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(text_stream("Hello", " there", "!"), chunk_size=11))
-    events = await collect(make_model(loopback), ask("Hello", system="Be terse."))
+    events = await collect(responses_model(loopback), ask("Hello", system="Be terse."))
     assert [type(e) for e in events] == [TextDelta, TextDelta, TextDelta, Finish]
     assert text_of(events) == "Hello there!"
     finish = events[-1]
@@ -164,7 +164,7 @@ async def test_parallel_function_calls_and_reasoning_summaries(loopback: Loopbac
         completed(30, 50, reasoning=32, cached=8),
     )
     loopback.enqueue(Reply.sse(stream))
-    events = await collect(make_model(loopback, reasoning={"effort": "low", "summary": "auto"}), ask())
+    events = await collect(responses_model(loopback, reasoning={"effort": "low", "summary": "auto"}), ask())
     assert "".join(e.text for e in events if isinstance(e, ReasoningDelta)) == "**Two cities**\n\nCall both."
     assert [e for e in events if isinstance(e, ToolInputStart)] == [
         ToolInputStart("call_p", "get_weather"), ToolInputStart("call_r", "get_weather"),
@@ -187,7 +187,7 @@ async def test_call_without_added_event_and_refusal_text(loopback: LoopbackServe
     refusal = {"type": "response.refusal.delta", "item_id": "msg_1", "output_index": 1, "content_index": 0,
                "delta": "I can't help with that."}
     loopback.enqueue(Reply.sse(named(created(), done_only, refusal, completed(5, 5))))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(responses_model(loopback), ask())
     assert events[:2] == [ToolInputStart("call_n", "now"), ToolCall("call_n", "now", {}, "")]
     assert text_of(events) == "I can't help with that."
 
@@ -196,7 +196,7 @@ async def test_incomplete_response_cut_by_max_output_tokens(loopback: LoopbackSe
     cut_call = call_events(0, "call_w", "write", '{"text": "unfinished')[:2]  # no item done
     loopback.enqueue(Reply.sse(named(created(), *cut_call, completed(9, 64, status="incomplete",
                                                                      incomplete="max_output_tokens"))))
-    events = await collect(make_model(loopback), ask())
+    events = await collect(responses_model(loopback), ask())
     assert [(c.tool_call_id, c.input, c.raw_input) for c in events if isinstance(c, ToolCall)] == [
         ("call_w", None, '{"text": "'),  # the first half of the arguments streamed
     ]
@@ -207,7 +207,7 @@ async def test_stream_closed_before_completed_is_incomplete(loopback: LoopbackSe
     loopback.enqueue(Reply.sse(named(created(), *message_events("Hello"))))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(responses_model(loopback), ask(), seen)
     assert info.value.type == "incomplete_stream" and text_of(seen) == "Hello"
     assert len(loopback.requests) == 1
 
@@ -258,7 +258,7 @@ def test_history_tools_output_and_settings_mapping() -> None:
 async def test_recorded_quota_error_event_is_fatal_and_not_retried(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(named(*RESPONSES_QUOTA_ERROR_PAYLOADS)), Reply.sse(text_stream("never")))
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(responses_model(loopback), ask())
     error = info.value
     assert (error.code, error.type, error.status) == ("insufficient_quota", "insufficient_quota", None)
     assert error.message.startswith("You exceeded your current quota")
@@ -269,7 +269,7 @@ async def test_recorded_quota_error_event_is_fatal_and_not_retried(loopback: Loo
 async def test_in_stream_overflow_error_is_classified(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(named(created(), RESPONSES_OVERFLOW_EVENT)))
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask())
+        await collect(responses_model(loopback), ask())
     assert info.value.code == "context_length_exceeded"
     assert classify_error(info.value) == "context_overflow"
     assert len(loopback.requests) == 1
@@ -281,7 +281,7 @@ async def test_flat_server_error_before_output_is_retried_and_failed_after_outpu
     flat = {"type": "error", "code": "server_error", "message": "The server had an error.", "param": None,
             "sequence_number": 1}
     loopback.enqueue(Reply.sse(named(created(), flat)), Reply.sse(text_stream("Recovered")))
-    assert text_of(await collect(make_model(loopback), ask())) == "Recovered"
+    assert text_of(await collect(responses_model(loopback), ask())) == "Recovered"
     assert len(loopback.requests) == 2
 
     failed = {"type": "response.failed", "response": {"id": "resp_t", "status": "failed",
@@ -289,7 +289,7 @@ async def test_flat_server_error_before_output_is_retried_and_failed_after_outpu
     loopback.enqueue(Reply.sse(named(created(), *message_events("Partial")[:3], failed)))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await collect(make_model(loopback), ask(), seen)
+        await collect(responses_model(loopback), ask(), seen)
     assert seen == [TextDelta("Partial")]
     assert (info.value.code, info.value.message) == ("server_error", "Upstream failed.")
     assert len(loopback.requests) == 3
@@ -299,7 +299,7 @@ async def test_http_429_is_retried_with_retry_after_ms(loopback: LoopbackServer)
     body = {"error": {"message": "Rate limit reached for gpt-5-mini.", "type": "tokens", "param": None,
                       "code": "rate_limit_exceeded"}}
     loopback.enqueue(Reply.json(body, status=429, headers={"retry-after-ms": "20"}), Reply.sse(text_stream("ok")))
-    assert text_of(await collect(make_model(loopback), ask())) == "ok"
+    assert text_of(await collect(responses_model(loopback), ask())) == "ok"
     assert len(loopback.requests) == 2
 
 
