@@ -32,10 +32,12 @@ from ..turn.pending_calls import ToolAnswer
 from ..types import UIMessage
 
 __all__ = [
+    "REGENERATE",
     "check_answers",
     "check_replacement",
     "check_transcript",
     "has_content",
+    "waiting_parts",
 ]
 
 REGENERATE = "regenerate-message"

@@ -36,9 +36,9 @@ from ..store import Submission
 from ..turn.pending_calls import WAITING_STATES, ToolAnswer
 from ..turn.ui_stream import replay_chunks
 from ..types import Trigger, UIMessage
+from .authority import REGENERATE
 from .transcript import (
     CONTINUE_TRIGGER,
-    REGENERATE,
     SUBMIT,
     ClientTranscript,
     Reconciliation,

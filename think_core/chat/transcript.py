@@ -15,18 +15,17 @@ turn of the session (see ``Session.stream_transcript``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..messages import PENDING_TOOL_STATES, is_tool_part, origin_message_ids
+from ..messages import is_tool_part, origin_message_ids
 from ..turn.intake import HistoryStore, MessagesIntake, TurnRequestFields
 from ..turn.pending_calls import ToolAnswer, apply_answer
 from ..types import Trigger, UIMessage
-from .authority import check_replacement
+from .authority import REGENERATE, check_replacement, waiting_parts
 
 SUBMIT = "submit-message"
-REGENERATE = "regenerate-message"
 
 #: The trigger of the turn that continues an answered assistant message.
 CONTINUE_TRIGGER: Trigger = "auto_continue"
@@ -84,16 +83,6 @@ def superseded(
     return []
 
 
-def _pending_parts(stored: Iterable[UIMessage]) -> dict[str, dict[str, Any]]:
-    pending: dict[str, dict[str, Any]] = {}
-    for message in stored:
-        if message.role == "assistant":
-            for part in message.parts:
-                if is_tool_part(part) and part.get("state") in PENDING_TOOL_STATES:
-                    pending[part.get("toolCallId", "")] = part
-    return pending
-
-
 def _answer(call_id: str, part: dict[str, Any], stored_state: Any) -> ToolAnswer | None:
     state = part.get("state")
     if state == "output-available":
@@ -112,7 +101,7 @@ def settled_answers(stored: Sequence[UIMessage], incoming: Sequence[UIMessage]) 
     """Answers to the calls pending on the server that the client resends as settled: a tool
     part in ``output-available`` or ``output-error`` (how an AI SDK client returns a client
     tool's result), or in ``approval-responded`` (its answer to an approval request)."""
-    pending = _pending_parts(stored)
+    pending = waiting_parts(stored)
     answers: list[ToolAnswer] = []
     for message in incoming:
         if message.role != "assistant":
