@@ -324,9 +324,7 @@ class Session:
 
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, outside any turn's context, tracked for ``aclose``."""
-        task = asyncio.get_running_loop().create_task(coro, context=contextvars.Context())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._adopt(asyncio.get_running_loop().create_task(coro, context=contextvars.Context()))
 
     async def clear(self) -> None:
         """Cancel running and queued turns, wait for them to record their partial answers, then
@@ -367,8 +365,8 @@ class Session:
         if live is not None and live.streaming:
             target: str | None = live.stream_id
         else:
-            unfinished = [r for r in await self._db.list_submissions(self.id) if r.status in ("pending", "running")]
-            target = unfinished[0].submission_id if unfinished else None
+            first = await self._db.list_submissions(self.id, status=("pending", "running"), limit=1)
+            target = first[0].submission_id if first else None
         if target is None:
             return []
         if self.cancel(target) or await self._submissions.cancel(target):
