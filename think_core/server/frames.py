@@ -184,7 +184,7 @@ def timeline_frame(stream_id: str, event: dict[str, Any]) -> dict[str, Any]:
 MAX_JSON_DEPTH = 64
 
 
-def check_depth(value: Any, what: str, *, request_id: str | None = None) -> None:
+def check_json(value: Any, what: str, *, request_id: str | None = None) -> None:
     """Refuse ``value`` when its JSON nests deeper than :data:`MAX_JSON_DEPTH` or holds a string
     that is not Unicode text (a lone surrogate such as ``"\\ud800"``, which JSON can spell but
     no database or UTF-8 stream can store). Walked without recursion, so the check itself cannot
@@ -227,7 +227,7 @@ def parse_frame(text: str) -> dict[str, Any]:
         raise ProtocolError(f"frame is not valid JSON: {exc}", "invalid_json") from None
     if not isinstance(frame, dict):
         raise ProtocolError("frame must be a JSON object", "invalid_frame")
-    check_depth(frame, "frame")
+    check_json(frame, "frame")
     if not isinstance(frame.get("type"), str):
         raise ProtocolError("frame has no string 'type'", "invalid_frame")
     return frame
@@ -311,6 +311,6 @@ def parse_chat_request(frame: dict[str, Any]) -> ChatRequest:
         raise ProtocolError(f"cf_agent_use_chat_request: 'init.body' is not valid JSON: {exc}", "invalid_json", request_id=request_id) from None
     if not isinstance(payload, dict):
         raise ProtocolError("cf_agent_use_chat_request: 'init.body' must be a JSON object", request_id=request_id)
-    check_depth(payload, "cf_agent_use_chat_request: 'init.body'", request_id=request_id)
+    check_json(payload, "cf_agent_use_chat_request: 'init.body'", request_id=request_id)
     transcript, body = split_chat_body(payload, request_id=request_id)
     return ChatRequest(request_id, transcript, body)

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agent import Think
 from ..errors import ClientRequestRefused, StoreUnavailable, ThinkError
 from ..messages import new_id
-from .frames import MAX_JSON_DEPTH, ProtocolError, check_depth, dumps, error_body, split_chat_body
+from .frames import MAX_JSON_DEPTH, ProtocolError, check_json, dumps, error_body, split_chat_body
 from .hub import SessionHub
 from .relay import TurnRelay
 
@@ -71,7 +71,7 @@ async def read_json(request: Request, max_bytes: int) -> Any:
     except ValueError as exc:
         raise HTTPError(400, f"request body is not valid JSON: {exc}", "invalid_json") from None
     try:
-        check_depth(value, "request body")
+        check_json(value, "request body")
     except ProtocolError as exc:
         raise HTTPError(400, exc.message, exc.kind) from None
     return value
