@@ -24,10 +24,11 @@ from tests.support import agents
 from tests.support.web import chat_request, user, ws_url
 from think_core import ClientRequestRefused, tool
 from think_core.agent import Think
-from think_core.chat.authority import check_replacement, check_transcript
+from think_core.chat.authority import check_answers, check_replacement, check_transcript
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
 from think_core.server.testing import running_server
+from think_core.turn.pending_calls import ToolAnswer
 from think_core.types import UIMessage
 
 TIMEOUT = 20.0
@@ -334,3 +335,14 @@ def test_set_messages_keeps_trims_clears_and_edits_user_messages_only() -> None:
     assert edited[0].parts == [{"type": "text", "text": "edited"}]
     with pytest.raises(ClientRequestRefused, match="not in this chat"):
         check_replacement(history, [*history, message("a3", "assistant")])
+
+
+def test_a_result_is_taken_only_for_a_call_waiting_for_the_client() -> None:
+    waiting = {"type": "tool-save_note", "toolCallId": "c1", "state": "input-available", "input": {"text": "x"}}
+    history = [message("u1", "user"), message("a1", "assistant", waiting)]
+    result = ToolAnswer("c1", output="saved (not really)")
+    # A call the server runs itself, left waiting (a turn cut off before it ran): no client result.
+    with pytest.raises(ClientRequestRefused, match="runs on the server"):
+        check_answers(history, [result], server_tools={"save_note"})
+    check_answers(history, [result], server_tools={"get_weather"})  # a client tool's call: taken
+    check_answers(history, [ToolAnswer("c1", error="denied")], server_tools=set())
