@@ -10,7 +10,7 @@ The hierarchy::
         │   ├── PluginResultError         ... by returning a value its hook cannot use (also a TypeError)
         │   ├── PluginLoadError           ... an installed plugin could not be loaded (also a ConfigurationError)
         │   │   └── PluginLoadInterrupted ... a KeyboardInterrupt while it loaded (also a KeyboardInterrupt)
-        │   └── HookTimeout               ... by running past its time limit (also a TimeoutError)
+        │   └── HookTimeout               ... by running past its time limit (not a TimeoutError)
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
         ├── ClientRequestRefused          a chat client asked for what only the server may do (also a ValueError)
@@ -136,10 +136,14 @@ class PluginLoadInterrupted(PluginLoadError, KeyboardInterrupt):
     names the plugin, as every load failure does."""
 
 
-class HookTimeout(PluginError, TimeoutError):
+class HookTimeout(PluginError):
     """A hook implementation ran past its time limit (``Think(hook_timeout=...)`` or the
     plugin's own). It counts as that implementation's failure under the hook's failure policy.
-    ``limit`` is the limit in seconds."""
+    ``limit`` is the limit in seconds.
+
+    Deliberately not a ``TimeoutError``: a caller that wraps ``chat()`` or ``open()`` in
+    ``asyncio.wait_for`` catches ``TimeoutError`` for *its own* deadline, and must not mistake a
+    plugin's missed limit for it (nor the other way round)."""
 
     def __init__(self, plugin_name: str, hook: str, limit: float) -> None:
         super().__init__(
