@@ -41,28 +41,51 @@ def serve_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+async def identified(ws: Any) -> None:
+    while json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"] != "cf_agent_identity":
+        pass
+
+
+async def flood_then_leave(url: str, watcher: Any, round_: int) -> None:
+    """One socket sends 3,000 setMessages frames of ~55 KB as fast as the server takes them, then a
+    short last one, and leaves once the other tab has been sent that last transcript."""
+    async with connect(url, max_size=None) as flooder:
+        await identified(flooder)
+        frames = [
+            json.dumps({"type": "cf_agent_chat_messages", "messages": transcript(40, 55_000 + 10 * round_ + i)})
+            for i in range(3)
+        ]
+        for i in range(3000):
+            await flooder.send(frames[i % 3])
+        last_ids = [f"r{round_}a", f"r{round_}b"]
+        last = [{"id": i, "role": "user", "parts": [{"type": "text", "text": i}]} for i in last_ids]
+        await flooder.send(json.dumps({"type": "cf_agent_chat_messages", "messages": last}))
+        # The last one wins: the other tab ends up with the flooder's last transcript.
+        while True:
+            frame = json.loads(await asyncio.wait_for(watcher.recv(), TIMEOUT))
+            if frame["type"] == "cf_agent_chat_messages" and [m["id"] for m in frame["messages"]] == last_ids:
+                return
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the server's memory from /proc")
 async def test_a_set_messages_flood_from_one_socket_keeps_the_servers_memory_bounded(tmp_path: Path) -> None:
     async with think_serve("--model", "demo", "--db", str(tmp_path / "db.sqlite"), env=serve_env(tmp_path)) as (proc, base):
         url = base.replace("http://", "ws://") + "/agents/think/flood"
-        async with connect(url, max_size=None) as flooder, connect(url, max_size=None) as watcher:
-            for ws in (flooder, watcher):
-                while json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"] != "cf_agent_identity":
-                    pass
+        async with connect(url, max_size=None) as watcher:
+            await identified(watcher)
             before = rss_mib(proc.pid)
-            frames = [json.dumps({"type": "cf_agent_chat_messages", "messages": transcript(40, 55_000 + i)}) for i in range(3)]
-            for i in range(3000):  # ~55 KB each, as fast as the socket takes them
-                await flooder.send(frames[i % 3])
-            last = transcript(2, 100)
-            await flooder.send(json.dumps({"type": "cf_agent_chat_messages", "messages": last}))
-            # The last one wins: the other tab ends up with the flooder's last transcript.
-            while True:
-                frame = json.loads(await asyncio.wait_for(watcher.recv(), TIMEOUT))
-                if frame["type"] == "cf_agent_chat_messages" and [m["id"] for m in frame["messages"]] == ["u0", "u1"]:
-                    break
-            after = rss_mib(proc.pid)
-    # Before the replacements were coalesced, this flood took the server from ~70 to ~355 MiB.
-    assert after - before < 80, f"RSS grew from {before:.0f} MiB to {after:.0f} MiB"
+            await flood_then_leave(url, watcher, 1)
+            after_first = rss_mib(proc.pid)
+            # A second flooder after the first has left: if the first one's frames, tasks or
+            # transcripts were kept after it left, this one would add as much again on top.
+            await flood_then_leave(url, watcher, 2)
+            after_second = rss_mib(proc.pid)
+    # Before the replacements were coalesced, one flood took the server from ~70 to ~355 MiB
+    # (and ~300 MiB stayed after the client left).
+    assert after_first - before < 80, f"RSS grew from {before:.0f} MiB to {after_first:.0f} MiB"
+    assert after_second - after_first < 25, (
+        f"a second flood after the first client left grew RSS again: {after_first:.0f} → {after_second:.0f} MiB"
+    )
 
 
 async def test_lone_surrogates_and_deep_metadata_get_400_with_nothing_stored(tmp_path: Path) -> None:
