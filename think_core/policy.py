@@ -57,7 +57,7 @@ class RetryConfig(BaseModel):
     max_retries: int = Field(2, ge=0)
     initial_delay: float = Field(0.5, ge=0, validation_alias=AliasChoices("initial_delay", "base_delay"))
     max_delay: float = Field(20.0, ge=0)
-    max_retry_after: float | None = Field(None, ge=0)
+    max_retry_after: float | None = Field(default=None, ge=0)
 
     @property
     def base_delay(self) -> float:

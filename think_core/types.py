@@ -147,7 +147,7 @@ class TurnConfig(BaseModel):
     model_config = _HOOK_ANSWER
 
     model: Any = None
-    system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
+    system: str | None = Field(default=None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
     tools: list[Any] | None = None
     active_tools: list[str] | None = None
@@ -158,7 +158,7 @@ class TurnConfig(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     max_output_tokens: int | None = None
-    stop: list[str] | None = Field(None, validation_alias=AliasChoices("stop", "stopSequences"))
+    stop: list[str] | None = Field(default=None, validation_alias=AliasChoices("stop", "stopSequences"))
     seed: int | None = None
     timeout: float | None = None
     headers: dict[str, str] | None = None
@@ -232,7 +232,7 @@ class StepConfig(BaseModel):
     model: Any = None
     active_tools: list[str] | None = None
     tool_choice: ToolChoice | None = None
-    system: str | None = Field(None, validation_alias=AliasChoices("system", "instructions"))
+    system: str | None = Field(default=None, validation_alias=AliasChoices("system", "instructions"))
     messages: list[ModelMessage] | None = None
     provider_options: dict[str, Any] | None = None
     """Deep-merged over the turn's ``provider_options`` for this step (see ``TurnConfig``)."""

@@ -47,7 +47,7 @@ class AgentSection(BaseModel):
     model: str | None = None
     system: str | None = None
     db: str | None = None
-    max_steps: int | None = Field(None, ge=1)
+    max_steps: int | None = Field(default=None, ge=1)
     disable: list[str] = Field(default_factory=list)
     broken_plugins: Literal["error", "warn"] | None = None
     context_overflow: dict[str, Any] | None = None
