@@ -4,7 +4,8 @@ A session is seeded with N prior messages (user / assistant pairs) and N prior f
 submissions (a server chat is one submission per message), then takes R chat requests through
 ``Session.stream_transcript`` — what ``think serve`` calls for a ``POST /api/chat`` or a
 ``cf_agent_use_chat_request``: a new user message, accepted as a durable submission, answered by
-a one-step scripted model that ignores what it is given. The store is a SQLite file (or
+a one-step scripted model that ignores what it is given (its usage is scripted too, so it does
+not even measure its input). The store is a SQLite file (or
 PostgreSQL with ``--postgres URL``) wrapped in a counting proxy: every call of a ``Store``
 method is counted, with its time.
 
@@ -17,6 +18,12 @@ Each request is timed at three points from the moment it is handed to the sessio
            the drain claiming the submission, appending the message and assembling the model's
            input — which must read the whole history, since the model must see it
   whole    the stream's end and the drain idle: the model's (scripted) answer stored too
+
+and, within ``to model``, the time the request spends on the model's input: reading the
+session's history (``Store.history``, compactions applied) and turning it into model messages
+(``to_model_messages``, timed by wrapping it where the turn calls it), garbage collections
+they set off included. That part grows with the conversation by nature (the model is sent all
+of it); ``whole − input`` is the rest of the request.
 
 ``--transcript last`` sends only the new user message (a client that sends the last message
 only, as AI SDK's ``prepareSendMessagesRequest`` can); ``full`` sends the whole transcript
@@ -40,8 +47,9 @@ from typing import Any
 
 from _common import machine, median, table
 
-from think_core import ScriptedModel, Think, hookimpl
+from think_core import ScriptedModel, Step, Think, Usage, hookimpl
 from think_core.chat.transcript import ClientTranscript
+from think_core.runner import failures
 from think_core.store import Store
 from think_core.store.aio import open_store
 from think_core.types import UIMessage
@@ -58,6 +66,7 @@ class CountingStore:
         self.recording = False
         self.calls: collections.Counter[str] = collections.Counter()
         self.returned: dict[str, float] = {}
+        self.spent: collections.Counter[str] = collections.Counter()  # seconds, by method
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
@@ -65,12 +74,14 @@ class CountingStore:
             return value
 
         def counted(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
             try:
                 return value(*args, **kwargs)
             finally:
                 if self.recording:
                     self.calls[name] += 1
                     self.returned[name] = time.perf_counter()
+                    self.spent[name] += self.returned[name] - start
 
         return counted
 
@@ -102,6 +113,22 @@ def seed(store: Store, n: int) -> list[UIMessage]:
     return messages
 
 
+_CONVERT = failures.to_model_messages
+
+
+def time_conversion(counting: CountingStore) -> None:
+    """Count the time the turn spends turning the history into model messages (in ``spent``)."""
+    def timed(history: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return _CONVERT(history)
+        finally:
+            if counting.recording:
+                counting.spent["to_model_messages"] += time.perf_counter() - start
+
+    failures.to_model_messages = timed
+
+
 async def one_request(
     agent: Think, counting: CountingStore, clock: StepClock, transcript: list[UIMessage]
 ) -> dict[str, Any]:
@@ -109,6 +136,7 @@ async def one_request(
     clock.first_step = None
     counting.calls.clear()
     counting.returned.clear()
+    counting.spent.clear()
     gc.collect()
     counting.recording = True
     start = time.perf_counter()
@@ -127,6 +155,7 @@ async def one_request(
         "accept": (accepted - start) * 1000 if accepted is not None else float("nan"),
         "model": ((clock.first_step or end) - start) * 1000,
         "whole": (end - start) * 1000,
+        "input": (counting.spent["history"] + counting.spent["to_model_messages"]) * 1000,
         "calls": {k: v for k, v in calls.items() if v},
     }
 
@@ -139,7 +168,9 @@ async def run_size(n: int, repeat: int, mode: str, resend: bool, spec: str | Non
     history = seed(store, n)
     counting = CountingStore(store)
     clock = StepClock()
-    model = ScriptedModel(["ok"], repeat=True)
+    time_conversion(counting)
+    # A model that does not look at what it is sent (a usage of its own: no estimate from the input).
+    model = ScriptedModel([Step(text="ok", usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))], repeat=True)
     results = []
     async with Think(model, store=counting, plugins=[clock], load_entrypoints=False) as agent:
         await agent.session(SESSION).open()
@@ -160,6 +191,8 @@ async def run_size(n: int, repeat: int, mode: str, resend: bool, spec: str | Non
         "accept": median([r["accept"] for r in results]),
         "model": median([r["model"] for r in results]),
         "whole": median([r["whole"] for r in results]),
+        "input": median([r["input"] for r in results]),
+        "rest": median([r["whole"] - r["input"] for r in results]),
         "calls": sorted({sum(r["calls"].values()) for r in results}),
         "by_method": per_request,
     }
@@ -186,9 +219,11 @@ async def main() -> None:
         rows = [await run_size(n, args.repeat, args.transcript, args.resend, args.postgres, tmp) for n in sizes]
     base = rows[0]
     print(table(
-        ["prior msgs/subs", "accept ms", "×", "to model ms", "×", "whole ms", "×", "store calls"],
+        ["prior msgs/subs", "accept ms", "×", "to model ms", "×", "whole ms", "×", "model input ms", "whole − input ms", "×",
+         "store calls"],
         [[r["n"], r["accept"], r["accept"] / base["accept"], r["model"], r["model"] / base["model"],
-          r["whole"], r["whole"] / base["whole"], _calls(r["calls"])] for r in rows],
+          r["whole"], r["whole"] / base["whole"], r["input"], r["rest"], r["rest"] / base["rest"], _calls(r["calls"])]
+         for r in rows],
     ))
     methods = sorted({m for r in rows for m in r["by_method"]})
     print()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from .chat.transcript import ClientTranscript
     from .hooks.plugins import ThinkPluginManager
-    from .store import AsyncStore
+    from .store import AsyncStore, MessageWindow
 
 logger = logging.getLogger("think.session")
 
@@ -399,16 +399,16 @@ class Session:
             return await self._recovery.compact("manual", token_counter)
 
     # -- chat clients -----------------------------------------------------------------------------
-    async def _check_client_transcript(self, stored: Sequence[UIMessage], transcript: ClientTranscript) -> None:
-        """Refuse what a chat client may not ask for (see :mod:`think_core.chat.authority`)."""
+    async def _check_client_transcript(self, window: MessageWindow, transcript: ClientTranscript) -> None:
+        """Refuse what a chat client may not ask for (see :mod:`think_core.chat.authority`),
+        given the ``window`` of the history the request needs."""
         live = await self.streams.find()
         start = live.chunks[0] if live is not None and live.streaming and live.chunks else {}
         in_flight = {start["messageId"]} if isinstance(start.get("messageId"), str) else set()
-        check_transcript(
-            stored, transcript.messages, trigger=transcript.trigger, message_id=transcript.message_id, in_flight=in_flight
-        )
-        answers = [*transcript.answers, *settled_answers(stored, transcript.messages)]
-        check_answers(stored, answers, {name for name, tool in self._tools.items() if not tool.is_client})
+        check_transcript(window.messages, transcript.messages, trigger=transcript.trigger,
+                         message_id=transcript.message_id, in_flight=in_flight)
+        answers = [*transcript.answers, *settled_answers(window.waiting, transcript.messages)]
+        check_answers(window.waiting, answers, {name for name, tool in self._tools.items() if not tool.is_client})
 
     async def stream_transcript(
         self,

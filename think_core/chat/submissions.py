@@ -32,7 +32,7 @@ from ..durable.crash_recovery import REPLACING_KEY
 from ..durable.intake import ANSWERS_KEY
 from ..durable.queue import BODY_KEY, TRIGGER_KEY, SubmissionQueue
 from ..messages import is_tool_part
-from ..store import Submission
+from ..store import MessageWindow, Submission
 from ..turn.pending_calls import WAITING_STATES, ToolAnswer
 from ..turn.ui_stream import replay_chunks
 from ..types import Trigger, UIMessage
@@ -44,6 +44,7 @@ from .transcript import (
     Reconciliation,
     message_with_tool_call,
     reconcile,
+    request_window,
 )
 
 if TYPE_CHECKING:
@@ -78,22 +79,25 @@ class DurableChat:
 
 
 def durable_chat(
-    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+    window: MessageWindow, transcript: ClientTranscript, plan: Reconciliation | None = None
 ) -> DurableChat | None:
     """The durable form of a chat request, or ``None`` when it does more than add a user
     message: a regeneration, an edit (it cuts the history), tool answers, a continuation.
-    ``plan``: the request reconciled with ``stored`` already (see :func:`reconcile_transcript`)."""
+    ``window``: the stored history the request needs (see
+    :func:`~think_core.chat.transcript.request_window`); ``plan``: the request reconciled with it
+    already (see :func:`reconcile_transcript`)."""
     if transcript.trigger != SUBMIT or transcript.answers or not transcript.messages:
         return None
     last = transcript.messages[-1]
     if last.role != "user":
         return None
+    stored = window.messages
     ids = [m.id for m in stored]
     message_id = transcript.message_id
     if message_id == last.id and last.id in ids and stored[ids.index(last.id)].parts == last.parts:
         message_id = None  # "editing" a message into what it already says: the same message, sent again
     if plan is None or message_id != transcript.message_id:
-        plan = reconcile(stored, transcript.messages, transcript.trigger, message_id)
+        plan = reconcile(stored, transcript.messages, transcript.trigger, message_id, waiting=window.waiting)
     if plan.cut or plan.answers or plan.continuation:
         return None
     after = ids.index(last.id) + 1 if last.id in ids else len(ids)
@@ -134,14 +138,15 @@ def continuation_key(message_id: str, call_ids: Sequence[str]) -> str:
 
 
 def durable_continuation(
-    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+    window: MessageWindow, transcript: ClientTranscript, plan: Reconciliation | None = None
 ) -> DurableContinuation | None:
     """The durable form of a request that only answers tool calls, or ``None``: it does more
     (a new message comes with the answers), or it leaves a call waiting (nothing runs yet), or
     it answers a message that is not the last one."""
+    stored = window.messages
     if transcript.trigger != SUBMIT or not transcript.auto_continue or not stored:
         return None
-    plan = plan or reconcile_transcript(stored, transcript)
+    plan = plan or reconcile_transcript(window, transcript)
     if not plan.continuation:
         return None
     message = message_with_tool_call(stored, plan.answers[-1].tool_call_id)
@@ -177,13 +182,13 @@ def rewrite_key(trigger: str, message_id: str, message: UIMessage | None = None)
 
 
 def durable_rewrite(
-    stored: Sequence[UIMessage], transcript: ClientTranscript, plan: Reconciliation | None = None
+    window: MessageWindow, transcript: ClientTranscript, plan: Reconciliation | None = None
 ) -> DurableRewrite | None:
     """The durable form of an edit or a regeneration, or ``None`` when the request is not one
     (or also answers tool calls, or leaves no user message to answer)."""
     if transcript.trigger not in (SUBMIT, REGENERATE):
         return None
-    plan = plan or reconcile_transcript(stored, transcript)
+    plan = plan or reconcile_transcript(window, transcript)
     if plan.continuation or plan.answers or not plan.cut:
         return None
     if plan.append:
@@ -192,15 +197,18 @@ def durable_rewrite(
         message = plan.append[0]
         return DurableRewrite(message, plan.cut[0], rewrite_key(SUBMIT, message.id, message), edit=True)
     gone = set(plan.cut)
-    kept = [m for m in stored if m.id not in gone]
+    kept = [m for m in window.messages if m.id not in gone]
     if not kept or kept[-1].role != "user":
         return None
     return DurableRewrite(kept[-1], plan.cut[0], rewrite_key(REGENERATE, plan.cut[0]), edit=False)
 
 
-def reconcile_transcript(stored: Sequence[UIMessage], transcript: ClientTranscript) -> Reconciliation:
-    """What ``transcript`` means for the ``stored`` history (worked out once per request)."""
-    return reconcile(stored, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers)
+def reconcile_transcript(window: MessageWindow, transcript: ClientTranscript) -> Reconciliation:
+    """What ``transcript`` means for the stored history (worked out once per request)."""
+    return reconcile(
+        window.messages, transcript.messages, transcript.trigger, transcript.message_id, transcript.answers,
+        waiting=window.waiting,
+    )
 
 
 def _settled_call_ids(message: UIMessage) -> set[str]:
@@ -214,9 +222,10 @@ def _settled_call_ids(message: UIMessage) -> set[str]:
 
 class TranscriptGuard(Protocol):
     """Refuses (raises :class:`~think_core.errors.ClientRequestRefused`) a client's transcript
-    that asks for what only the server may do, given the stored history."""
+    that asks for what only the server may do, given the stored history (the ``window`` of it
+    the request needs, see :func:`~think_core.chat.transcript.request_window`)."""
 
-    async def __call__(self, stored: Sequence[UIMessage], transcript: ClientTranscript) -> None: ...
+    async def __call__(self, window: MessageWindow, transcript: ClientTranscript) -> None: ...
 
 
 class ChatSubmissions:
@@ -237,17 +246,18 @@ class ChatSubmissions:
         repeated = await self.retried_rewrite(transcript)
         if repeated is not None:
             return self.follow_accepted(repeated, sid)
-        stored = await self._db.list_messages(self._session_id)
+        # Not the whole history: what the request names and the end of it (one snapshot).
+        window = await request_window(self._db, self._session_id, transcript)
         # Refused before anything is stored: what only the server may write (client_authority).
-        await self._guard(stored, transcript)
-        plan = reconcile_transcript(stored, transcript)
-        chat = durable_chat(stored, transcript, plan)
+        await self._guard(window, transcript)
+        plan = reconcile_transcript(window, transcript)
+        chat = durable_chat(window, transcript, plan)
         if chat is not None:
             return self.stream(chat, transcript, body, trigger, sid)
-        continuation = durable_continuation(stored, transcript, plan)
+        continuation = durable_continuation(window, transcript, plan)
         if continuation is not None:
             return self.stream_continuation(continuation, transcript, sid)
-        rewrite = durable_rewrite(stored, transcript, plan)
+        rewrite = durable_rewrite(window, transcript, plan)
         if rewrite is not None:
             return self.stream_rewrite(rewrite, transcript, body, trigger, sid)
         retried = await self.retried_continuation(transcript)
@@ -279,8 +289,7 @@ class ChatSubmissions:
             if row is not None:
                 row = await self._queue.wait(row.submission_id)
             answer = row.answer_message_id if row is not None else chat.answer
-            stored = [m for m in await self._db.list_messages(self._session_id) if m.id == answer]
-            for chunk in replay_chunks(stored[0]) if stored else ():
+            async for chunk in self._replay(answer):
                 yield chunk
             ended = True
         finally:
@@ -392,8 +401,7 @@ class ChatSubmissions:
                 ended = True
                 return
             row = await self._queue.wait(row.submission_id)
-            stored = [m for m in await self._db.list_messages(self._session_id) if m.id == row.answer_message_id]
-            for chunk in replay_chunks(stored[0]) if stored else ():
+            async for chunk in self._replay(row.answer_message_id):
                 yield chunk
             ended = True
         finally:
@@ -401,6 +409,12 @@ class ChatSubmissions:
             if not ended and mine and stop_on_close and row.status in ("pending", "running"):
                 # Shielded, as for a chat: the server closes a stream from a cancelled scope.
                 await asyncio.shield(self._queue.cancel(row.submission_id))
+
+    async def _replay(self, answer: str | None) -> AsyncGenerator[dict[str, Any], None]:
+        """The chunks of the stored answer ``answer`` (looked up by id), if there is one."""
+        message = await self._db.get_message(self._session_id, answer) if answer is not None else None
+        for chunk in replay_chunks(message) if message is not None else ():
+            yield chunk
 
     async def _submission(
         self, chat: DurableChat, sid: str, trigger: Trigger, body: dict[str, Any] | None

@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..messages import is_tool_part, origin_message_ids
 from ..turn.intake import HistoryStore, MessagesIntake, TurnRequestFields
 from ..turn.pending_calls import ToolAnswer, apply_answer
 from ..types import Trigger, UIMessage
 from .authority import REGENERATE, check_replacement, waiting_parts
+
+if TYPE_CHECKING:
+    from ..store import AsyncStore, MessageWindow
 
 SUBMIT = "submit-message"
 
@@ -122,8 +125,14 @@ def reconcile(
     trigger: str = SUBMIT,
     message_id: str | None = None,
     answers: Sequence[ToolAnswer] = (),
+    *,
+    waiting: Sequence[UIMessage] | None = None,
 ) -> Reconciliation:
     """What a chat request means for the ``stored`` history.
+
+    ``stored`` may be the end of the history only (see :func:`request_window`), then
+    ``waiting`` holds the assistant messages with calls waiting for the client, wherever they
+    are (by default, those of ``stored``).
 
     A ``submit-message`` that brings tool answers (given, or found in the transcript) and no new
     message is a continuation: it must not cut, even though the AI SDK names the answered
@@ -133,7 +142,7 @@ def reconcile(
     if trigger != SUBMIT:
         answers = ()
     else:
-        answers = [*answers, *settled_answers(stored, incoming)]
+        answers = [*answers, *settled_answers(stored if waiting is None else waiting, incoming)]
     if answers and not new_messages(stored, incoming):
         return Reconciliation([], [], list(answers), continuation=True)
     cut = superseded(stored, incoming, trigger, message_id)
@@ -143,6 +152,25 @@ def reconcile(
     # answer (the server writes those; see ``client_authority``, which refused the rest).
     append = [m for m in new_messages(kept, incoming) if m.role == "user"]
     return Reconciliation(cut, append, list(answers))
+
+
+async def request_window(db: AsyncStore, session_id: str, transcript: ClientTranscript) -> MessageWindow:
+    """The part of the stored history a chat request is checked and reconciled against, read
+    in one snapshot without reading the whole history: from one message before the first
+    stored message the request names (its messages, its ``messageId``) to the last message —
+    at least the last two — and every assistant message whose calls wait for the client.
+
+    That is every stored message a check or :func:`reconcile` looks at: the named ones (known
+    or new, their role, the calls an assistant's copy may name), what follows them (what an
+    edit or a regeneration cuts, the answer a message already has), the message before a cut
+    (the user message a regeneration answers again), the last message (what a continuation
+    continues) and the waiting calls the request may answer. So a request that names only new
+    messages costs the same however long the conversation is; one that sends the whole
+    transcript (``useChat``'s default) names, and so reads, all of it."""
+    named = [m.id for m in transcript.messages]
+    if transcript.message_id is not None:
+        named.append(transcript.message_id)
+    return await db.message_window(session_id, named, before=1, last=2)
 
 
 def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> UIMessage | None:

@@ -12,7 +12,9 @@ from typing import Any
 
 from psycopg import sql
 
-SCHEMA_VERSION = 2
+from ..messages import PENDING_TOOL_STATES
+
+SCHEMA_VERSION = 3
 
 # Version 1, the baseline; later versions are the numbered steps of _MIGRATIONS.
 _BASELINE = (
@@ -111,6 +113,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # Idempotency keys in code-point order, for a look-up by key prefix (submissions_by_key_prefix)
     # that does not depend on the database's collation.
     2: ('CREATE INDEX submissions_by_key ON submissions (session_id, (idempotency_key COLLATE "C"))',),
+    # The assistant messages holding a tool call that waits for the client, marked and indexed:
+    # a chat request checks the answers it brings against them without reading the whole history.
+    # (``json``, not ``jsonb``: the parts are kept as written, and jsonb refuses a ``\u0000``.)
+    3: (
+        "ALTER TABLE messages ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0",
+        "UPDATE messages SET waiting = 1 WHERE role = 'assistant' AND EXISTS ("
+        " SELECT 1 FROM json_array_elements(messages.parts::json) AS part WHERE json_typeof(part) = 'object'"
+        " AND (left(part->>'type', 5) = 'tool-' OR part->>'type' = 'dynamic-tool')"
+        f" AND part->>'state' IN ({', '.join(map(repr, sorted(PENDING_TOOL_STATES)))}))",
+        "CREATE INDEX messages_waiting ON messages (session_id, seq) WHERE waiting = 1",
+    ),
 }
 
 

@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..messages import PENDING_TOOL_STATES, is_tool_part
 from ..process_identity import this_process
 from ..types import UIMessage
 from .base import SubmissionOwner
 
-__all__ = ["INSERT_MESSAGE", "RowsBase", "dumps", "message_row"]
+__all__ = ["INSERT_MESSAGE", "RowsBase", "dumps", "is_waiting", "message_row"]
 
 
 def dumps(value: Any) -> str:
@@ -30,15 +31,25 @@ def dumps(value: Any) -> str:
 
 
 INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, message_id, role, parts, metadata, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "INSERT INTO messages (session_id, message_id, role, parts, metadata, waiting, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
 )
+
+
+def is_waiting(message: UIMessage) -> bool:
+    """Whether ``message`` is an assistant message holding a tool call that waits for the client
+    (its result, or a human's approval): such messages are kept findable without reading the
+    whole history (the ``waiting`` column, see :meth:`Store.message_window`)."""
+    return message.role == "assistant" and any(
+        is_tool_part(p) and p.get("state") in PENDING_TOOL_STATES for p in message.parts
+    )
 
 
 def message_row(session_id: str, message: UIMessage, now: float) -> tuple[Any, ...]:
     """The values of :data:`INSERT_MESSAGE` for ``message``."""
     metadata = dumps(message.metadata) if message.metadata is not None else None
-    return (session_id, message.id, message.role, dumps(message.parts), metadata, now, now)
+    waiting = 1 if is_waiting(message) else 0
+    return (session_id, message.id, message.role, dumps(message.parts), metadata, waiting, now, now)
 
 
 class RowsBase:
@@ -131,7 +142,7 @@ class RowsBase:
         conn.execute(
             INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
             "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
-            "updated_at = excluded.updated_at",
+            "waiting = excluded.waiting, updated_at = excluded.updated_at",
             message_row(session_id, message, now),
         )
 

@@ -9,7 +9,10 @@ from typing import Any, NamedTuple
 
 from ..types import UIMessage
 from ._rows import RowsBase, dumps
-from .base import Compaction
+
+#: How many ids one ``IN (...)`` look-up names (well under every backend's limit on parameters).
+_IDS_PER_QUERY = 500
+from .base import Compaction, MessageWindow
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
 
 
@@ -67,6 +70,66 @@ class SessionRows(RowsBase):
                 (session_id, message_id),
             ).fetchone()
         return self._message(row) if row is not None else None
+
+    def message_window(
+        self, session_id: str, message_ids: Iterable[str] = (), *, before: int = 0, last: int = 0
+    ) -> MessageWindow:
+        """The end of the stored history (compactions not applied) with the messages waiting for
+        the client, in one snapshot. ``messages`` runs to the last message from the earliest
+        stored one of ``message_ids`` (less ``before`` messages before it), and holds at least
+        the last ``last`` messages (all of them when fewer are stored); empty when neither
+        reaches a message. Indexed look-ups only: the cost follows the window and the ids, not
+        the length of the history."""
+        ids = list(dict.fromkeys(message_ids))
+        with self._read() as conn:
+            start = self._window_start(conn, session_id, ids, before, last)
+            rows = [] if start is None else conn.execute(
+                "SELECT message_id, role, parts, metadata FROM messages "
+                "WHERE session_id = ? AND seq >= ? ORDER BY seq",
+                (session_id, start),
+            ).fetchall()
+            waiting = conn.execute(
+                "SELECT message_id, role, parts, metadata FROM messages "
+                "WHERE session_id = ? AND waiting = 1 ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+        return MessageWindow([self._message(r) for r in rows], [self._message(r) for r in waiting])
+
+    @staticmethod
+    def _window_start(conn: Any, session_id: str, ids: list[str], before: int, last: int) -> int | None:
+        """The ``seq`` a :meth:`message_window` starts at (``None``: it is empty)."""
+        starts: list[int] = []
+        named: int | None = None
+        for i in range(0, len(ids), _IDS_PER_QUERY):
+            chunk = ids[i : i + _IDS_PER_QUERY]
+            row = conn.execute(
+                f"SELECT MIN(seq) FROM messages WHERE session_id = ? AND message_id IN ({', '.join('?' * len(chunk))})",
+                (session_id, *chunk),
+            ).fetchone()
+            if row[0] is not None:
+                named = row[0] if named is None else min(named, row[0])
+        if named is not None:
+            starts.append(named)
+            if before > 0:
+                starts.append(SessionRows._nth_before(conn, session_id, named, before))
+        if last > 0:
+            starts.append(SessionRows._nth_before(conn, session_id, None, last - 1))
+        return min(starts) if starts else None
+
+    @staticmethod
+    def _nth_before(conn: Any, session_id: str, seq: int | None, n: int) -> int:
+        """The ``seq`` of the ``n``-th message before ``seq`` (``None``: counting from the last
+        message, which is the 0th), or -1 when there are fewer: the window starts at the first."""
+        if seq is None:
+            row = conn.execute(
+                "SELECT seq FROM messages WHERE session_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?", (session_id, n)
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "SELECT seq FROM messages WHERE session_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1 OFFSET ?",
+                (session_id, seq, n - 1),
+            ).fetchone()
+        return int(row[0]) if row is not None else -1
 
     def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
         """Append at the end, idempotent by id: a message whose id is already stored in the

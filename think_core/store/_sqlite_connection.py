@@ -10,9 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..messages import PENDING_TOOL_STATES
 from ._rows import RowsBase
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -119,6 +120,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
             body TEXT NOT NULL,
             PRIMARY KEY (session_id, stream_id, seq)
         )""",
+    ),
+    # The assistant messages holding a tool call that waits for the client, marked and indexed:
+    # a chat request checks the answers it brings against them without reading the whole history.
+    6: (
+        "ALTER TABLE messages ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0",
+        "UPDATE messages SET waiting = 1 WHERE role = 'assistant' AND EXISTS ("
+        " SELECT 1 FROM json_each(messages.parts) AS part WHERE json_type(part.value) = 'object'"
+        " AND (substr(json_extract(part.value, '$.type'), 1, 5) = 'tool-'"
+        " OR json_extract(part.value, '$.type') = 'dynamic-tool')"
+        f" AND json_extract(part.value, '$.state') IN ({', '.join(map(repr, sorted(PENDING_TOOL_STATES)))}))",
+        "CREATE INDEX messages_waiting ON messages (session_id, seq) WHERE waiting = 1",
     ),
 }
 

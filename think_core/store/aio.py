@@ -19,7 +19,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from ..errors import StoreUnavailable
 from ..types import UIMessage
-from .base import JournalEntry, Store, StreamInfo, Submission, UnfinishedSubmission, is_postgres_url
+from .base import JournalEntry, MessageWindow, Store, StreamInfo, Submission, UnfinishedSubmission, is_postgres_url
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
@@ -79,6 +79,14 @@ class AsyncStore:
 
     async def list_messages(self, session_id: str) -> list[UIMessage]:
         return await self._call(self.sync.list_messages, session_id)
+
+    async def get_message(self, session_id: str, message_id: str) -> UIMessage | None:
+        return await self._call(self.sync.get_message, session_id, message_id)
+
+    async def message_window(
+        self, session_id: str, message_ids: Iterable[str] = (), *, before: int = 0, last: int = 0
+    ) -> MessageWindow:
+        return await self._call(self.sync.message_window, session_id, list(message_ids), before=before, last=last)
 
     async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
         return await self._call(self.sync.append_messages, session_id, messages)

@@ -18,6 +18,7 @@ algebra, what recovery does with an interrupted submission) lives outside them, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -31,6 +32,7 @@ __all__ = [
     "TERMINAL_SUBMISSION_STATUSES",
     "Compaction",
     "JournalEntry",
+    "MessageWindow",
     "Store",
     "StreamInfo",
     "Submission",
@@ -144,6 +146,17 @@ class Compaction(BaseModel):
     created_at: float
 
 
+@dataclass(frozen=True)
+class MessageWindow:
+    """The end of a session's stored history, read in one snapshot (see
+    :meth:`Store.message_window`): ``messages`` from a point to the last one, in order, and
+    ``waiting``, every assistant message of the session that holds a tool call waiting for the
+    client (its result or a human's approval), wherever it is in the history, in order."""
+
+    messages: list[UIMessage]
+    waiting: list[UIMessage]
+
+
 @runtime_checkable
 class Store(Protocol):
     """What the engine needs from persistence. Every method is synchronous and short."""
@@ -153,6 +166,10 @@ class Store(Protocol):
     # sessions and messages
     def ensure_session(self, session_id: str) -> None: ...
     def list_messages(self, session_id: str) -> list[UIMessage]: ...
+    def get_message(self, session_id: str, message_id: str) -> UIMessage | None: ...
+    def message_window(
+        self, session_id: str, message_ids: Iterable[str] = (), *, before: int = 0, last: int = 0
+    ) -> MessageWindow: ...
     def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
     def upsert_message(self, session_id: str, message: UIMessage) -> None: ...
     def delete_messages(self, session_id: str, message_ids: Iterable[str]) -> int: ...
