@@ -22,6 +22,7 @@ from ..errors import ConfigurationError
 from ..hooks.dispatch import HookDispatcher, tracing_enabled
 from ..hooks.markers import DISTRIBUTION
 from ..hooks.plugins import ThinkPluginManager, build_plugin_manager
+from .common import one_line
 from .config import load_config
 
 __all__ = ["add_plugin_commands", "build_parser", "main", "plugin_command", "version"]
@@ -146,6 +147,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigurationError as exc:  # the user's to fix: what is wrong, not where in the code
         print(f"think: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C anywhere: what ran was cancelled and cleaned up
+        if getattr(args, "verbose", 0):
+            raise
+        print("\nthink: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, not a traceback; -v shows where it came from
+        if getattr(args, "verbose", 0):
+            raise
+        print(f"think: error: {one_line(exc)} ({type(exc).__name__}; -v shows the traceback)", file=sys.stderr)
+        return 1
     return int(result or 0)
 
 

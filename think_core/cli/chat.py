@@ -21,7 +21,8 @@ from ..hooks.markers import hookimpl
 from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
 from ..types import ToolCallResultContext, ToolPartState
-from .common import add_agent_arguments
+from .common import add_agent_arguments, endpoint_note, quiet_turn_failures
+from .history import outcome_lines
 from .serve import add_plugin_arguments, agent_from_args
 from .terminal import Interrupted, Terminal
 
@@ -43,8 +44,9 @@ def _short(value: Any) -> str:
 class ChunkPrinter:
     """Renders UI message chunks to a rich console as they arrive."""
 
-    def __init__(self, console: Any, decisions: DecisionLog | None = None) -> None:
+    def __init__(self, console: Any, decisions: DecisionLog | None = None, endpoint: str = "") -> None:
         self.console = console
+        self.endpoint = endpoint  # " (model endpoint URL)", named in every error
         self.decisions = decisions or DecisionLog()
         self.tool_names: dict[str, str] = {}
         self.approvals: list[tuple[str, str, Any]] = []  # (tool call id, tool name, input)
@@ -66,7 +68,7 @@ class ChunkPrinter:
             self._tool(kind, chunk)
         elif kind == "error":
             self.failed = True
-            self._line(f"[red]error:[/] {_escape(chunk.get('errorText', ''))}")
+            self._line(f"[red]error:[/] {_escape(chunk.get('errorText', ''))}{_escape(self.endpoint)}")
         elif kind == "abort":
             self._line("[yellow](stopped)[/]")
         elif kind == "data-think-retry":
@@ -163,11 +165,13 @@ class ChatREPL:
         console: Any,
         read_line: Callable[[str], Awaitable[str | None]],
         decisions: DecisionLog | None = None,
+        endpoint: str = "",
     ) -> None:
         self.session = session
         self.console = console
         self.read_line = read_line
         self.decisions = decisions
+        self.endpoint = endpoint
 
     async def run(self) -> int:
         self.console.print(f"[bold]think chat[/] — session [b]{_escape(self.session.id)}[/]. {HELP}", highlight=False)
@@ -224,10 +228,8 @@ class ChatREPL:
                     self.console.print(f"  [dim]step {number}[/]", highlight=False)
                     for part in step:
                         self._history_part(part)
-            # A failed turn's error: on its partial answer, or on the message it answered.
-            error = (message.metadata or {}).get("error")
-            if error:
-                self.console.print(f"  [red]error:[/] {_escape(str(error))}", highlight=False)
+            for line in outcome_lines(message.metadata):  # stopped, or the failed turn's error
+                self.console.print(f"  [red]{_escape(line)}[/]", highlight=False)
 
     def _history_part(self, part: dict[str, Any]) -> None:
         kind = part.get("type")
@@ -244,7 +246,7 @@ class ChatREPL:
             )
 
     async def turn(self, text: str) -> None:
-        printer = ChunkPrinter(self.console, self.decisions)
+        printer = ChunkPrinter(self.console, self.decisions, self.endpoint)
         self.console.print("[bold green]agent>[/] ", end="")
         async for chunk in self.session.stream(text):
             printer.feed(chunk)
@@ -273,6 +275,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     try:
         agent = agent_from_args(args)
+        quiet_turn_failures(args)
     except ConfigurationError as exc:
         print(f"think: {exc}", file=sys.stderr)
         return 2
@@ -284,6 +287,6 @@ async def run(args: argparse.Namespace) -> int:
         with Terminal(lambda prompt: console.print(prompt, end="", markup=False, highlight=False)) as terminal:
             # Ctrl-C outside a prompt stops what is streaming: the partial reply is kept.
             terminal.on_interrupt = session.cancel_all
-            return await ChatREPL(session, console, terminal.read_line, decisions).run()
+            return await ChatREPL(session, console, terminal.read_line, decisions, endpoint_note(agent)).run()
     finally:
         await agent.aclose()

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
+import sys
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from ..agent import Think
 from ..errors import ConfigurationError
 from ..hooks.names import check_plugin_names, installed_plugin_names
 from ..paths import data_dir
+from ..store import Store, open_store
 from ..tools import Tool
 from .config import load_config
 from .stored import DEFAULT_DB
@@ -42,6 +46,13 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="MODULE:ATTR",
         help="add the tool (or list of tools) ATTR of MODULE, e.g. myapp.tools:send_invoice (repeatable)",
     )
+
+
+def quiet_turn_failures(args: argparse.Namespace) -> None:
+    """``run`` and ``chat`` print a failed turn's error themselves (naming the endpoint): without
+    ``-v`` the WARNING line ``think serve`` shows an operator would say it a second time."""
+    if not getattr(args, "verbose", 0):
+        logging.getLogger("think.failures").setLevel(logging.ERROR)
 
 
 def default_db() -> str:
@@ -101,6 +112,10 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
 def import_tools(specs: list[str]) -> list[Any]:
     """The tools ``--tools MODULE:ATTR`` names: each attribute is a tool or a list of tools."""
     tools: list[Any] = []
+    # Modules in the current folder load as they do for uvicorn or flask (`think` is a console
+    # script, so unlike `python -m` nothing put the folder on the path).
+    if specs and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     for spec in specs:
         module_name, _, attr = spec.partition(":")
         if not module_name or not attr:
@@ -117,6 +132,39 @@ def import_tools(specs: list[str]) -> list[Any]:
     return tools
 
 
+def endpoint_note(agent: Think) -> str:
+    """`` (model endpoint URL)``, the URL each model step posts to, for error messages (empty
+    for a model without one, like the demo's)."""
+    base = getattr(agent.model, "base_url", None)
+    return f" (model endpoint {base}{getattr(agent.model, 'path', '')})" if isinstance(base, str) else ""
+
+
+def one_line(error: BaseException) -> str:
+    """An exception's message on one line (psycopg's, for one, span several)."""
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password, if any, shown as ``***`` (for error messages)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))
+
+
+def open_database(spec: str) -> Store:
+    """The store ``--db`` names, or a :class:`ConfigurationError` saying in one line why not: a
+    missing ``postgres`` extra, an unreachable server, wrong credentials, an unwritable file."""
+    shown = without_password(spec)
+    try:
+        return open_store(spec)
+    except ImportError as exc:
+        raise ConfigurationError(f"--db {shown}: {one_line(exc)}") from exc
+    except Exception as exc:  # the driver's own errors (psycopg, sqlite3): the user's to fix
+        raise ConfigurationError(f"cannot open the database {shown}: {one_line(exc)}") from exc
+
+
 def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
     model, kwargs = resolve_agent_options(args)
     if not model:
@@ -124,9 +172,17 @@ def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
             f"no model: pass --model (e.g. openai:gpt-4o-mini), set ${DEFAULT_MODEL_ENV}, or set model in think.toml"
         )
     kwargs.update(extra)
+    chosen: Any = model
     if model == DEMO_MODEL:
         from .demo_model import TOOLS, demo_model
 
         kwargs["tools"] = [*TOOLS, *kwargs.get("tools", ())]
-        return Think(demo_model(), **kwargs)
-    return Think(model, **kwargs)
+        chosen = demo_model()
+    if isinstance(kwargs.get("store"), str):
+        kwargs["store"] = open_database(kwargs["store"])
+    try:
+        return Think(chosen, **kwargs)
+    except BaseException:
+        if isinstance(kwargs.get("store"), Store):
+            kwargs["store"].close()  # the agent that would have closed it was never made
+        raise

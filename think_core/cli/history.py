@@ -57,6 +57,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for message in messages:
         lines = [line for part in message.parts for line in _part_lines(part)]
+        lines.extend(outcome_lines(message.metadata))
         print(f"{message.role}: " + "\n".join(lines).strip())
         print()
     return 0
+
+
+def outcome_lines(metadata: dict[str, Any] | None) -> list[str]:
+    """How a turn ended when it did not simply complete: stopped, or failed with its error (on
+    the partial answer, or on the user message the turn answered when nothing was said)."""
+    lines = ["(stopped)"] if (metadata or {}).get("stopped") else []
+    error = (metadata or {}).get("error")
+    if error:
+        lines.append(f"error: {error}")
+    return lines

@@ -11,9 +11,8 @@ import argparse
 import sys
 from typing import Any
 
-from ..agent import Think
 from ..errors import ConfigurationError
-from .common import add_agent_arguments, add_plugin_arguments, agent_from_args
+from .common import add_agent_arguments, add_plugin_arguments, agent_from_args, endpoint_note, quiet_turn_failures
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,16 +35,11 @@ def read_prompt(args: argparse.Namespace) -> str:
     return prompt
 
 
-def model_url(agent: Think) -> str | None:
-    """The URL each model step posts to, for error messages (``None`` for a model without one)."""
-    base = getattr(agent.model, "base_url", None)
-    return f"{base}{getattr(agent.model, 'path', '')}" if isinstance(base, str) else None
-
-
 async def run(args: argparse.Namespace) -> int:
     try:
         prompt = read_prompt(args)
         agent = agent_from_args(args)
+        quiet_turn_failures(args)
     except ConfigurationError as exc:
         print(f"think: {exc}", file=sys.stderr)
         return 2
@@ -56,8 +50,7 @@ async def run(args: argparse.Namespace) -> int:
             print(result.model_dump_json(indent=2))
             return 0 if result.status == "completed" else 1
         status = "completed"
-        url = model_url(agent)
-        where = f" (model endpoint {url})" if url else ""
+        where = endpoint_note(agent)
 
         def show(chunk: dict[str, Any]) -> None:
             nonlocal status

@@ -125,17 +125,19 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def _operator_log() -> None:
-    """Without ``-v``, ``think serve`` still shows what an operator must see: submissions taken
-    over from a dead server or waiting for the store (``think.submissions``, INFO and up)."""
+    """Without ``-v``, ``think serve`` still shows what an operator must see: every warning (one
+    per failed turn among them, from ``think.recovery``) and submissions taken over from a dead
+    server or waiting for the store (``think.submissions``, INFO and up)."""
     from ..server.logs import RedactSecrets
 
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("think: %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets())
-    submissions = logging.getLogger("think.submissions")
-    submissions.addHandler(handler)
-    submissions.setLevel(logging.INFO)
-    submissions.propagate = False  # not twice when something else shows think's records too
+    think = logging.getLogger("think")
+    think.addHandler(handler)
+    think.setLevel(logging.WARNING)
+    think.propagate = False  # not twice when something else shows think's records too
+    logging.getLogger("think.submissions").setLevel(logging.INFO)
 
 
 def _server_class(uvicorn: Any) -> type:

@@ -16,10 +16,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import StoreUnavailable
+from ..errors import ProviderError, StoreUnavailable
 from ..events import Usage
 from ..messages import to_model_messages
 from ..models.base import ModelMessage
+from ..models.retry import is_retryable
 from ..turn.compaction import CompactionResult, TokenCounter, estimate_tokens
 from ..turn.loop import HistoryLoader, Turn, TurnDeps
 from ..turn.request import TurnFailed, TurnOutcome, TurnRequest
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from ..hooks.dispatch import HookDispatcher
 
 logger = logging.getLogger("think.recovery")
+#: One WARNING per failed turn: what a server operator sees without ``-v`` (``think serve``).
+failures = logging.getLogger("think.failures")
 #: One machine-readable record per failed turn (``extra["event"] == "chat:request:failed"``), the
 #: counterpart of Think's ``chat:request:failed`` diagnostics event: INFO, so that it is quiet
 #: unless an application routes ``think.events`` somewhere.
@@ -198,7 +201,12 @@ class TurnRecovery:
         replacement = await self.hooks.on_chat_error(failure.error, ctx)
         error = replacement if isinstance(replacement, BaseException) else failure.error
         error_text = replacement if isinstance(replacement, str) else (str(error) or type(error).__name__)
-        logger.info("turn %s failed at stage %s: %s", request_id, failure.stage, error_text)
+        # WARNING: the one line a server operator sees per failed turn (without -v), naming what
+        # to look up (session, request) and why it failed (classification, the provider's words).
+        failures.warning(
+            "turn failed: session %s request %s (%s, stage %s): %s",
+            self.session.id, request_id, shown_classification(failure), failure.stage, error_text,
+        )
         events.info(
             "chat:request:failed",
             extra={
@@ -236,6 +244,18 @@ class TurnRecovery:
         count = counter or estimate_tokens
         if count(await self.deps.db.history(self.session.id)) > threshold:
             await self.compact_quietly("compact_after", counter)
+
+
+def shown_classification(failure: TurnFailed) -> str:
+    """The classification a plugin gave the failure; without one, what the retry policy makes of
+    the error (``rate_limit``, ``transient`` or ``fatal``), so that an operator's log line still
+    says whether waiting could help."""
+    if failure.classification:
+        return failure.classification
+    error = failure.error
+    if isinstance(error, ProviderError) and error.status == 429:
+        return "rate_limit"
+    return "transient" if is_retryable(error) else "fatal"
 
 
 def _up_to(history: list[UIMessage], answers: str | None) -> list[UIMessage]:
