@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 from websockets.asyncio.client import connect
 
-from tests.server.test_server_http import api, parse_sse, post_chat, transport_body
 from tests.support import agents
+from tests.support.http_chat import api, parse_sse, post_chat, transport_body
 from tests.support.tools import get_weather
 from tests.support.web import chat_request, roles, ui_text, user
 from think_core.models.scripted import ScriptedModel, Step, call

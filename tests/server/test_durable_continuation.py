@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.server.test_server_http import api, post_chat, transport_body
 from tests.support import agents
+from tests.support.http_chat import api, post_chat, transport_body
 from tests.support.web import ui_text, user
 from think_core import Tool, tool
 from think_core.models.scripted import ScriptedModel, Step, call

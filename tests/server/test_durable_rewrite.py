@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.server.test_server_http import api, post_chat, transport_body
 from tests.support import agents
+from tests.support.http_chat import api, post_chat, transport_body
 from tests.support.web import roles, ui_text, user
 from think_core.durable.crash_recovery import REPLACING_KEY, recovery_action
 from think_core.models.scripted import ScriptedModel, Step

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.server.test_server_http import api
-from tests.server.test_server_ws import client, serve
 from tests.support import agents
+from tests.support.http_chat import api
 from tests.support.web import chat_request, user
+from tests.support.ws import client, serve
 from think_core import hookimpl
 from think_core.models.scripted import ScriptedModel, Step
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_server_http import api
-from tests.server.test_server_ws import client, serve
 from tests.support import agents
+from tests.support.http_chat import api
 from tests.support.logs import failure_events
 from tests.support.web import chat_request, ui_text, user
+from tests.support.ws import client, serve
 from think_core import hookimpl
 from think_core.models.scripted import ScriptedModel, Step
 
