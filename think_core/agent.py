@@ -26,10 +26,12 @@ from .store.shared import SharedSessions
 from .tools import AnyTool, Tool
 from .turn.compaction import Compactor, Summarizer
 from .turn.loop import TurnDeps
+from .types import TurnConfig
 
 logger = logging.getLogger("think.agent")
 
-DEFAULT_SYSTEM = "You are a helpful assistant."
+#: No system prompt unless one is given: nothing is sent that the application did not write.
+DEFAULT_SYSTEM = ""
 
 
 class Think:
@@ -38,7 +40,14 @@ class Think:
     :param model: a :class:`~think_core.models.base.Model` or a model string
         (``"openai:gpt-4o-mini"``, ``"anthropic:claude-..."``, ``"google:gemini-2.5-flash"``,
         ``"openai-responses:NAME"``, ``"openai-compatible:NAME@URL"``).
-    :param system: the system prompt.
+    :param system: the system prompt (none by default).
+    :param temperature: sampling temperature of every model call (the provider's default when
+        ``None``); like ``max_tokens``, ``seed`` and ``output``, a default that a call's
+        ``config=TurnConfig(...)`` and a plugin's ``before_turn`` answer override.
+    :param max_tokens: output tokens per model call at most (``TurnConfig.max_output_tokens``).
+    :param seed: sampling seed, for providers that take one.
+    :param output: structured output of every turn: a pydantic model class or a JSON schema dict
+        (``TurnResult.output`` holds the parsed value).
     :param tools: :class:`~think_core.tools.Tool` objects (see ``@tool``) and
         :class:`~think_core.mcp.MCPServer` objects (their tools are added when a session opens).
     :param plugins: plugin objects registered after the entry-point plugins (so they run first).
@@ -83,6 +92,10 @@ class Think:
         model: Any = None,
         *,
         system: str = DEFAULT_SYSTEM,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        output: Any = None,
         tools: Iterable[AnyTool | MCPServer] = (),
         plugins: Iterable[Any] = (),
         store: Store | str | None = None,
@@ -107,6 +120,10 @@ class Think:
         self._http = SharedClient()
         self.model = self.resolve_model(model) if model is not None else None
         self.system = system
+        #: The defaults under every turn's settings (None: none given, the turn is as before).
+        self.defaults: TurnConfig | None = None
+        if (temperature, max_tokens, seed, output) != (None, None, None, None):
+            self.defaults = TurnConfig(temperature=temperature, max_output_tokens=max_tokens, seed=seed, output=output)
         self.tools: dict[str, AnyTool] = {}
         tools = list(tools)
         mcp_servers = [t for t in tools if isinstance(t, MCPServer)]
@@ -248,6 +265,7 @@ class Think:
             retry=self.retry,
             context_overflow=self.context_overflow,
             compactor=Compactor(self.db, self.model, self.compaction, self.summarizer),
+            defaults=self.defaults,
         )
 
     @property

@@ -32,7 +32,7 @@ from .turn.compaction import CompactionResult, TokenCounter
 from .turn.loop import TurnDeps
 from .turn.pending_calls import approval_update, result_update
 from .turn.request import TurnRequest
-from .types import Trigger, TurnResult, UIMessage
+from .types import Trigger, TurnConfig, TurnResult, UIMessage
 
 if TYPE_CHECKING:
 
@@ -189,15 +189,21 @@ class Session:
         on_start: Callable[[str], Any] | None = None,
         on_done: Callable[[TurnResult], Any] | None = None,
         on_error: Callable[[Any], Any] | None = None,
+        config: TurnConfig | None = None,
     ) -> TurnResult:
         """Run a turn for ``input`` (a string, a UI message or a list) and return its result.
+
+        ``config`` sets this turn's settings (``TurnConfig(temperature=0, system=...)``) over the
+        agent's defaults; a plugin's ``before_turn`` answer still overrides it.
 
         The callbacks are those of Think's sub-agent ``chat()``, each a plain or an async
         function: ``on_start(request_id)`` before the turn, ``on_event(chunk)`` per UI message
         stream chunk, ``on_done(result)`` once it completed, ``on_error(error)`` once it failed
         (the error text, or the exception the call then does not raise). See
         :mod:`think_core.chat.callbacks`."""
-        request = TurnRequest("chat", coerce_messages(input), body=body, request_id=request_id or new_id("req"))
+        request = TurnRequest(
+            "chat", coerce_messages(input), body=body, request_id=request_id or new_id("req"), config=config
+        )
         callbacks = ChatCallbacks(on_start, on_event, on_done, on_error)
         if callbacks.plain():
             request.emit = on_event
@@ -227,9 +233,13 @@ class Session:
         body: dict[str, Any] | None = None,
         trigger: Trigger = "stream",
         request_id: str | None = None,
+        config: TurnConfig | None = None,
     ) -> AsyncGenerator[dict[str, Any], None]:
-        """Run a turn and yield its AI SDK UI message stream chunks as they are produced."""
-        request = TurnRequest(trigger, coerce_messages(input), body=body, request_id=request_id or new_id("req"))
+        """Run a turn and yield its AI SDK UI message stream chunks as they are produced
+        (``config`` as for :meth:`chat`)."""
+        request = TurnRequest(
+            trigger, coerce_messages(input), body=body, request_id=request_id or new_id("req"), config=config
+        )
         # aclosing: closing this stream early aborts the turn now, not when the GC gets to it.
         async with aclosing(self.stream_request(request)) as chunks:
             async for chunk in chunks:

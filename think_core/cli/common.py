@@ -35,7 +35,10 @@ def add_agent_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--db", default=None, help=f"SQLite file (or postgresql:// URL) for conversations (default: {DEFAULT_DB} in think's data directory, $THINK_HOME)"
     )
-    parser.add_argument("--system", default=None, help="system prompt")
+    parser.add_argument("--system", default=None, help="system prompt (default: none, or think.toml's)")
+    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (default: the provider's)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="output tokens per model call at most")
+    parser.add_argument("--seed", type=int, default=None, help="sampling seed, for providers that take one")
     parser.add_argument("--no-plugins", action="store_true", help="do not load entry-point plugins")
     parser.add_argument("--max-steps", type=int, default=None, help=f"model steps per turn at most (default: {DEFAULT_MAX_STEPS})")
     parser.add_argument("--config", default=None, help="configuration file (default: $THINK_CONFIG, else ./think.toml)")
@@ -102,6 +105,9 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
     system = args.system or section.system
     if system:
         kwargs["system"] = system
+    for name in ("temperature", "max_tokens", "seed"):  # flags over think.toml; None: the provider's
+        value = getattr(args, name, None)
+        kwargs[name] = value if value is not None else getattr(section, name)
     for name in ("context_overflow", "retry", "compaction"):
         value = getattr(section, name)
         if value is not None:

@@ -4,7 +4,8 @@
 
     [think]
     model = "openai:gpt-4o-mini"
-    system = "You are terse."
+    system = "You are terse."            # none by default
+    temperature = 0.2                    # also max_tokens, seed (default: the provider's)
     db = "chats.db"
     max_steps = 8
     disable = ["analytics"]              # entry-point plugins not to load
@@ -46,6 +47,9 @@ class AgentSection(BaseModel):
 
     model: str | None = None
     system: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = None
     db: str | None = None
     max_steps: int | None = Field(default=None, ge=1)
     disable: list[str] = Field(default_factory=list)

@@ -90,6 +90,7 @@ class TurnRecovery:
                 approvals=approvals,
                 last_input_tokens=self.memory.last_input_tokens,
                 journal=request.journal,
+                config=request.config,
             )
             try:
                 outcome = await self._attempt(turn, request_id)

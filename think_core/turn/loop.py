@@ -50,6 +50,7 @@ from .compaction import CompactionResult, Compactor
 from .journal import Journal
 from .plan import TurnPlan, checked_tools, compaction_data, step_settings, with_continue_checkpoint
 from .request import TurnFailed, TurnOutcome, TurnRequest
+from .settings import layered
 from .step_attempts import RetriedSteps
 from .step_stream import CallIds
 from .structured_output import output_spec, parse_output
@@ -83,6 +84,8 @@ class TurnDeps:
     retry: RetryConfig
     context_overflow: ContextOverflowConfig
     compactor: Compactor
+    #: The agent's default settings (``Think(temperature=..., ...)``), under every turn's config.
+    defaults: TurnConfig | None = None
 
 
 class Turn(RetriedSteps):
@@ -109,8 +112,11 @@ class Turn(RetriedSteps):
         approvals: UIMessage | None = None,
         last_input_tokens: int = 0,
         journal: Journal,
+        config: TurnConfig | None = None,
     ) -> None:
         self.deps = deps
+        #: The agent's defaults with this call's config laid over them (see ``turn.settings``).
+        self.call_config = layered(deps.defaults, config)
         self.journal = journal
         self.session = session
         self.hooks = deps.hooks
@@ -193,7 +199,7 @@ class Turn(RetriedSteps):
             session=self.session,
             request_id=self.request_id,
             trigger=self.trigger,
-            system=self.deps.system,
+            system=self.call_config.system if self.call_config.system is not None else self.deps.system,
             messages=list(self.history),
             tools=dict(self._tools),
             model=self.deps.model,
@@ -201,7 +207,7 @@ class Turn(RetriedSteps):
             body=self.body,
         )
         try:
-            return await self.hooks.before_turn(ctx) or TurnConfig()
+            return layered(self.call_config, await self.hooks.before_turn(ctx))
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
 

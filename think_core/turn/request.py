@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Usage
-from ..types import ErrorClassification, ErrorStage, Trigger
+from ..types import ErrorClassification, ErrorStage, Trigger, TurnConfig
 from .intake import Intake, MessagesIntake
 from .journal import Journal, NullJournal
 from .ui_stream import Emit
@@ -37,6 +37,8 @@ class TurnRequest:
         client joining late replays and follows them.
     :param message_ids: the ids of the user messages the turn answers (told to clients when it
         ends); by default the trailing user messages of ``incoming``.
+    :param config: this call's settings (``session.chat(input, config=TurnConfig(...))``), laid
+        over the agent's defaults; ``before_turn``'s answer is laid over both.
     """
 
     trigger: Trigger
@@ -50,6 +52,7 @@ class TurnRequest:
     journal: Journal = field(default_factory=NullJournal)
     resumable: bool = False
     message_ids: list[str] | None = None
+    config: TurnConfig | None = None
 
 
 class TurnFailed(Exception):
