@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -22,6 +21,8 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
 from tests.support import agents
+from tests.support.browser import CHROMIUM
+from tests.support.browser import LAUNCH_ARGS as PAGE_ARGS
 from tests.support.web import ws_url
 from think_core.agent import Think
 from think_core.cli.serve import byte_size
@@ -369,11 +370,7 @@ async def test_think_serve_refuses_bad_security_options(tmp_path: Any, flag: lis
 
 # -- a real browser: a page of another origin -----------------------------------------------------------
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-LAUNCH_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP evil.example 127.0.0.1",
-]
+LAUNCH_ARGS = [*PAGE_ARGS, "--host-resolver-rules=MAP evil.example 127.0.0.1"]
 ATTACKER_PAGE = "<!doctype html><title>a page on another origin</title><iframe name=sink></iframe>"
 
 READ_HISTORY = """async (url) => await new Promise((resolve) => {

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply
-from tests.server.test_web_page import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
+from tests.support.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
 from tests.support.tools import delete_file
 from think_core import block, hookimpl, tool
 from think_core.agent import Think
@@ -275,7 +275,8 @@ async def test_decisions_name_their_plugin_and_the_timeline_survives_a_reload() 
         await page.wait_for_selector("#status.connected", timeout=10_000)
         await wait_for_text(page, "Done.")
         await check()
-        # Clearing the conversation clears the timeline too, also after another reload.
+        # Clearing the conversation (once confirmed) clears the timeline too, also after another reload.
+        page.once("dialog", lambda dialog: dialog.accept())
         await page.click("#clear")
         await page.wait_for_selector("#timeline .empty", timeout=10_000)
         await page.reload()

@@ -8,12 +8,11 @@ Content-Security-Policy, with no violation reported. A screenshot is saved to
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
 from tests.support.tools import delete_file, get_weather_in_celsius, send_email
 from think_core import block, hookimpl
 from think_core.agent import Think
@@ -23,19 +22,6 @@ from think_core.server.testing import running_server
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-#: Records every CSP violation the page reports (an init script runs outside the page's CSP).
-WATCH_CSP = "window.__csp = []; document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));"
 FINAL_TEXT = "It is sunny in Paris, 21 °C. I did not delete anything: that tool is blocked here."
 
 
