@@ -11,7 +11,7 @@ import sys
 import pexpect
 
 from tests.loopback import LoopbackServer, Reply
-from tests.providers.test_adversarial_providers import oa_text
+from tests.support.wire import oa_text
 
 CHAT = [sys.executable, "-m", "think_core.cli", "chat"]
 #: Plain output (no colours, no cursor tricks) at a width that keeps lines whole.

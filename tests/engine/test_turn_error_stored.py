@@ -4,7 +4,7 @@ reload, ``think chat``'s ``/history``) can show it — without ever storing an e
 from __future__ import annotations
 
 from tests.loopback import LoopbackServer, Reply, sse_body
-from tests.providers.test_adversarial_providers import oa_events
+from tests.support.wire import oa_events
 from think_core.agent import Think
 from think_core.models.openai import OpenAIChatModel
 from think_core.models.retry import RetryPolicy

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401  (fixture)
-from tests.support.wire import FAST, ask, collect, oa_chunk
+from tests.support.wire import FAST, ask, collect, oa_chunk, oa_events
 from think_core import ProviderError, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.anthropic import AnthropicModel
@@ -30,11 +30,7 @@ ATTEMPTS = FAST.max_retries + 1
 # -- wire helpers -----------------------------------------------------------------------------------
 
 
-def oa_events(*pieces: str) -> list[Any]:
-    return [oa_chunk({"role": "assistant", "content": ""})] + [oa_chunk({"content": p}) for p in pieces]
-
-
-def oa_text(*pieces: str) -> str:
+def oa_reply(*pieces: str) -> str:
     usage = oa_chunk(None, usage={"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8})
     return sse_body(*oa_events(*pieces), oa_chunk({}, "stop"), usage, done=True)
 
@@ -71,7 +67,7 @@ def model_for(provider: str, server: LoopbackServer, **kwargs: Any) -> Any:
 
 
 def text_stream(provider: str, *pieces: str) -> str:
-    return oa_text(*pieces) if provider == "openai" else an_text(*pieces)
+    return oa_reply(*pieces) if provider == "openai" else an_text(*pieces)
 
 
 def partial_stream(provider: str, *pieces: str) -> str:
@@ -431,7 +427,7 @@ def json_unescaped(stream: str) -> str:
 
 
 async def test_invalid_utf8_in_a_delta_is_replaced_not_fatal(loopback: LoopbackServer) -> None:
-    stream = json_unescaped(oa_text("ok ", "X", " end")).encode("utf-8").replace(b'"X"', b'"\xff\xfe"')
+    stream = json_unescaped(oa_reply("ok ", "X", " end")).encode("utf-8").replace(b'"X"', b'"\xff\xfe"')
     loopback.enqueue(Reply.sse(stream, chunk_size=5))
     agent = agent_for(model_for("openai", loopback))
     result = await agent.session("s").chat("hi")
@@ -468,7 +464,7 @@ async def test_an_error_event_mid_tool_call_keeps_the_text_and_never_runs_the_ha
     assert message.role == "assistant" and message.text == "Let me check."
     assert not [p for p in message.parts if p["type"].startswith("tool-")]  # no half call persisted
     # The history is still valid for the next request.
-    loopback.enqueue(Reply.sse(oa_text("Recovered.")))
+    loopback.enqueue(Reply.sse(oa_reply("Recovered.")))
     assert (await session.chat("again")).status == "completed"
     sent = loopback.requests[-1].json["messages"]
     assert all(not m.get("tool_calls") for m in sent)

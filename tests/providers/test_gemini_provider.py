@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply  # noqa: F401
+from tests.support.gemini import GEMINI_TEXT, GEMINI_TEXT_ANSWER, GEMINI_TEXT_PAYLOADS, chunk, crlf_stream, gemini_model
 from tests.support.wire import ask, collect, text_of
 from think_core.errors import ConfigurationError, ProviderError
 from think_core.events import Finish, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart
@@ -30,18 +31,7 @@ from think_core.models.base import (
 )
 from think_core.models.gemini import GeminiModel
 from think_core.models.resolve import resolve_model
-from think_core.models.retry import RetryPolicy
 from think_plugins.overflow import classify_error
-
-GEMINI_TEXT_PAYLOADS = [
-    r'''{"candidates": [{"content": {"parts": [{"text": "Here you go!\n\n1.  **English:** Hi\n2.  **Spanish:** Hola\n3.  **French:** Bonjour\n4.  **German:** Hallo\n5.  "}],"role": "model"},"index": 0}],"usageMetadata": {"promptTokenCount": 5,"candidatesTokenCount": 39,"totalTokenCount": 230,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 5}],"thoughtsTokenCount": 186},"modelVersion": "models/gemini-2.5-flash-preview-05-20","responseId": "AdVRaMmDCYekqtsPrb_-iAw"}''',  # noqa: E501
-    r'''{"candidates": [{"content": {"parts": [{"text": "**Italian:** Ciao"}],"role": "model"},"finishReason": "STOP","index": 0}],"usageMetadata": {"promptTokenCount": 5,"candidatesTokenCount": 44,"totalTokenCount": 235,"promptTokensDetails": [{"modality": "TEXT","tokenCount": 5}],"thoughtsTokenCount": 186},"modelVersion": "models/gemini-2.5-flash-preview-05-20","responseId": "AdVRaMmDCYekqtsPrb_-iAw"}''',  # noqa: E501
-]
-GEMINI_TEXT = "".join(f"data: {p}\r\n\r\n" for p in GEMINI_TEXT_PAYLOADS)
-GEMINI_TEXT_ANSWER = (
-    "Here you go!\n\n1.  **English:** Hi\n2.  **Spanish:** Hola\n3.  **French:** Bonjour\n4.  **German:** Hallo\n"
-    "5.  **Italian:** Ciao"
-)
 
 GEMINI_TOOL_CALL_PAYLOADS = [
     r'''{"candidates":[{"content":{"parts":[{"functionCall":{"name":"weather","args":{"location":"San Francisco"}},"thoughtSignature":"EqUCCqICAb4+9vsh..."}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":29,"candidatesTokenCount":15,"totalTokenCount":89,"promptTokensDetails":[{"modality":"TEXT","tokenCount":29}],"thoughtsTokenCount":45},"modelVersion":"gemini-3-pro-preview","responseId":"b36LacjwM668nsEP2tbsgQQ"}''',  # noqa: E501
@@ -63,31 +53,6 @@ def gemini_429(delay: str) -> dict[str, Any]:
                           {"@type": "type.googleapis.com/google.rpc.QuotaFailure",
                            "violations": [{"quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier"}]},
                           {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay}]}}
-
-
-FAST_RETRY = RetryPolicy(max_retries=2, initial_delay=0.01, max_delay=0.02)
-
-
-def crlf_stream(*payloads: str | dict[str, Any]) -> str:
-    return "".join(f"data: {p if isinstance(p, str) else json.dumps(p)}\r\n\r\n" for p in payloads)
-
-
-def chunk(*parts: dict[str, Any], finish: str | None = None, usage: tuple[int, int, int] | None = None) -> dict[str, Any]:
-    candidate: dict[str, Any] = {"content": {"parts": list(parts), "role": "model"}, "index": 0}
-    if finish:
-        candidate["finishReason"] = finish
-    out: dict[str, Any] = {"candidates": [candidate], "modelVersion": "gemini-2.5-flash", "responseId": "r1"}
-    if usage:
-        prompt, candidates, thoughts = usage
-        out["usageMetadata"] = {"promptTokenCount": prompt, "candidatesTokenCount": candidates,
-                                "thoughtsTokenCount": thoughts, "totalTokenCount": prompt + candidates + thoughts}
-    return out
-
-
-def gemini_model(server: LoopbackServer, model_id: str = "gemini-2.5-flash", **kwargs: Any) -> GeminiModel:
-    kwargs.setdefault("api_key", "AIza-test")
-    kwargs.setdefault("retry_policy", FAST_RETRY)
-    return GeminiModel(model_id, base_url=server.url + "/v1beta", **kwargs)
 
 
 # -- recorded streams ------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
-from tests.providers.test_gemini_provider import GEMINI_TEXT, gemini_model
-from tests.providers.test_responses_provider import responses_model, text_stream
+from tests.support.gemini import GEMINI_TEXT, gemini_model
+from tests.support.responses import responses_model, text_stream
 from tests.support.wire import an_stream, anthropic_model, oa_text, openai_model
 from think_core import StepConfig, hookimpl
 from think_core.agent import Think

@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply, sse_body
-from tests.providers.test_gemini_provider import chunk, crlf_stream, gemini_model
 from tests.support.agents import make_agent
+from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.wire import an_stream, anthropic_model
 from think_core import tool
 from think_core.messages import to_model_messages

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply, sse_body  # noqa: F401
-from tests.providers.test_responses_provider import responses_model, text_stream
+from tests.support.responses import responses_model, text_stream
 from tests.support.wire import an_stream, anthropic_model, oa_text, openai_model
 from think_core import ScriptedModel, hookimpl
 from think_core.agent import Think

@@ -39,6 +39,11 @@ def oa_usage(prompt: int, completion: int) -> dict[str, Any]:
                                  "total_tokens": prompt + completion})
 
 
+def oa_events(*pieces: str) -> list[Any]:
+    """The opening of a stream: the role chunk, then one content chunk per piece (no end)."""
+    return [oa_chunk({"role": "assistant", "content": ""})] + [oa_chunk({"content": p}) for p in pieces]
+
+
 def oa_text(*pieces: str, usage: tuple[int, int] = (10, 5)) -> str:
     return sse_body(*[oa_chunk({"content": p}) for p in pieces], oa_chunk({}, "stop"), oa_usage(*usage), done=True)
 
