@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.engine.test_crash_recovery import answers, crash_worker, run_worker
+from tests.support.crash import answers, crash_worker, run_worker
 from think_core.store import SQLiteStore
 
 
