@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from tests.loopback import LoopbackServer, Reply
-from tests.providers.test_adversarial_providers import oa_text
+from tests.support.wire import oa_text
 from think_core import Think, TurnConfig, hookimpl
 
 
