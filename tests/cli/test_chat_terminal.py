@@ -111,7 +111,8 @@ def test_blocked_calls_and_cache_hits_are_shown_as_such(tmp_path):
     assert '← get_weather {"city": "Oslo"' in turns[1]  # ran
     assert '↺ get_weather substituted by tool_cache (not run) {"city": "Oslo"' in turns[2]  # cache hit
     assert "⊘ save_note blocked by readonly_guard:" in turns[3]
-    assert "this session is read-only" in turns[3]
+    # The model explains with the guard's own reason (the demo no longer guesses at one).
+    assert "I did not run save_note. Tool \"save_note\" was blocked: this session is in read-only mode" in turns[3]
 
 
 def test_history_separates_the_steps_of_an_answer(tmp_path):

@@ -29,7 +29,8 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     assert "get_weather({'city': 'lisbon'}) → allow" in out
     assert "get_weather({'city': 'lisbon'}) → substitute" in out  # the cached answer
     assert "save_note({'text': 'buy oranges'}) → block" in out  # read-only mode
-    assert "this session is read-only" in out
+    # The model's explanation is the guard's own reason, not a guess.
+    assert "I did not run save_note." in out and "this session is in read-only mode" in out
     assert "context overflow classified by overflow_classifier → compacted" in out
     assert out.count("status=completed") == 4  # the overflowing turn recovered
     assert "cache hit rate" in out  # the analytics summary

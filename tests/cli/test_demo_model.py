@@ -5,12 +5,15 @@ command line's options."""
 from __future__ import annotations
 
 import argparse
+import re
 import time
+from pathlib import Path
 
 import pytest
 
+import think_core.server
 from think_core.cli.common import add_agent_arguments, build_agent, import_tools
-from think_core.cli.demo_model import STREAM_DELAY, cities_in
+from think_core.cli.demo_model import CLIENT_TOOL, CLOCK_TOOL, STREAM_DELAY, cities_in
 from think_core.errors import ConfigurationError
 
 
@@ -113,6 +116,25 @@ async def test_where_am_i_calls_the_client_tool_the_front_end_offers(tmp_path):
         assert "city: Porto" in history[-1].parts[-1]["text"]
         without = await agent.session("t").chat("where am I?")
         assert tool_parts(without.message) == [] and "offers no get_location tool" in without.text
+    finally:
+        await agent.aclose()
+
+
+async def test_the_page_tools_are_the_demo_tools_and_call_ids_never_repeat(tmp_path):
+    # The built-in page offers exactly the client tools the demo calls.
+    page = (Path(think_core.server.__file__).parent / "static" / "chat.js").read_text(encoding="utf-8")
+    offered = set(re.findall(r"^    (\w+): \{$", page.split("const CLIENT_TOOLS = {", 1)[1].split("\n  };", 1)[0], re.M))
+    assert offered == {CLIENT_TOOL, CLOCK_TOOL}
+    agent = demo_agent(tmp_path)
+    try:
+        clock = {"name": CLOCK_TOOL, "parameters": {"type": "object", "properties": {}}}
+        asked = await agent.session("s").chat("what time is it?", body={"clientTools": [clock]})
+        [part] = tool_parts(asked.message)
+        assert (part["type"], part["state"]) == (f"tool-{CLOCK_TOOL}", "input-available")
+        # Call ids are unique, not numbered per model (two demo servers share a database).
+        second = await agent.session("s2").chat("what time is it?", body={"clientTools": [clock]})
+        [again] = tool_parts(second.message)
+        assert re.fullmatch(r"call_[0-9a-f]{16}", part["toolCallId"]) and again["toolCallId"] != part["toolCallId"]
     finally:
         await agent.aclose()
 

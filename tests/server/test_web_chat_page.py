@@ -292,3 +292,107 @@ def test_the_vendored_libraries_are_the_recorded_builds() -> None:
         assert re.search(rf"`{re.escape(name)}`.*`{digest}`", table), f"{name}: sha256 {digest} is not in VENDORED.md"
     assert "marked v18.3.0" in (STATIC / "marked.umd.js").read_text(encoding="utf-8")[:200]
     assert "DOMPurify 3.5.0" in (STATIC / "purify.min.js").read_text(encoding="utf-8")[:200]
+
+
+# -- the page never misstates or loses anything (issue 32) ---------------------------------------
+
+
+async def test_decisions_come_from_the_stored_answer_in_every_browser() -> None:
+    from playwright.async_api import async_playwright
+
+    # Both turns number their calls alike (as two demo servers on one database did): the first
+    # turn's c1 is blocked, the second turn's c1 runs.
+    agent = agent_with(
+        Step(tool_calls=[call("get_weather", {"city": "Oslo"}, id="c0"), call("delete_file", {"path": "/x"}, id="c1")]),
+        Step(text="First done."),
+        Step(tool_calls=[call("get_weather", {"city": "Rome"}, id="c1")]),
+        Step(text="Second done."),
+        tools=[get_weather, delete_file],
+        plugins=[NamedGuard()],
+    )
+    async with (
+        running_server(create_app(agent)) as base,
+        async_playwright() as pw,
+        Browser(pw) as chromium,
+        Browser(pw) as elsewhere,  # another browser: nothing local, only what the server stored
+    ):
+        first = await chromium.open(f"{base}/?session=record")
+        await say(first, "weather, then delete")
+        await wait_for_text(first, "First done.")
+        await say(first, "weather in Rome")
+        await wait_for_text(first, "Second done.")
+        await first.wait_for_function("() => document.querySelectorAll('.turn .status-completed').length === 2")
+        # The hook timeline: before_tool_call carries the decision taken in it, and by whom.
+        before = await first.locator('.timeline-event[data-hook="before_tool_call"]').all_inner_texts()
+        assert any("delete_file" in line and "blocked by delete_guard" in line for line in before), before
+
+        other = await elsewhere.open(f"{base}/?session=record")
+        await wait_for_text(other, "Second done.")
+        assert await other.locator(".timeline-event").count() == 0  # no timeline of its own there
+        for page in (first, other):
+            deleter = page.locator('.tool[data-tool="delete_file"]')
+            assert await deleter.locator(".decision").inner_text() == "blocked"
+            assert await deleter.locator(".plugin").inner_text() == "delete_guard"
+            weather = page.locator('.tool[data-tool="get_weather"]')
+            assert await weather.locator(".decision").all_inner_texts() == ["allowed", "allowed"]
+            assert await weather.nth(1).get_attribute("data-call") == "c1"  # the id the blocked call had
+            # States in words; the AI SDK name stays as data for scripts and styles.
+            assert await weather.first.locator(".state").inner_text() == "done"
+            assert await weather.first.get_attribute("data-state") == "output-available"
+        assert chromium.errors == elsewhere.errors == []
+    stored = await agent.session("record").messages()
+    assert stored[1].metadata == {"decisions": {"c1": {"decision": "block", "by": "delete_guard"}}}
+    assert stored[3].metadata is None
+
+
+async def test_stopped_survives_a_reload_and_clear_asks_first() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = Think(ScriptedModel([Step(text="This reply streams slowly so that it can be stopped. " * 20)], delay=0.05),
+                  store=":memory:", load_entrypoints=False)
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=stop")
+        await say(page, "talk")
+        await wait_for_text(page, "streams slowly")
+        await page.click("#stop")
+        await page.wait_for_selector(".msg .aborted", timeout=15_000)
+        await page.wait_for_function("() => document.getElementById('stop').disabled")
+        await page.reload()
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        await wait_for_text(page, "streams slowly")
+        assert await page.locator(".msg .aborted").inner_text() == "stopped"
+
+        # Clear asks first; dismissed, nothing is deleted.
+        asked: list[str] = []
+
+        async def dismiss(dialog: Any) -> None:
+            asked.append(dialog.message)
+            await dialog.dismiss()
+
+        page.once("dialog", dismiss)
+        await page.click("#clear")  # returns once the dialog is answered
+        assert asked and "cannot be undone" in asked[0]
+        assert len(await agent.session("stop").messages()) == 2
+        assert await page.locator('.msg[data-role="user"]').count() == 1
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.click("#clear")
+        await page.wait_for_selector("#messages .empty", timeout=10_000)
+        assert await agent.session("stop").messages() == []
+        assert chromium.errors == []
+
+
+async def test_a_message_typed_while_disconnected_stays_in_the_box() -> None:
+    from playwright.async_api import async_playwright
+
+    agent = agent_with(Step(text="Hello."))
+    async with async_playwright() as pw, Browser(pw) as chromium:
+        async with running_server(create_app(agent)) as base:
+            page = await chromium.open(f"{base}/?session=offline")
+        await page.wait_for_selector("#status.closed", timeout=15_000)  # the server is gone
+        await say(page, "are you there?")
+        await page.wait_for_function("() => document.getElementById('toast').style.display === 'block'")
+        assert await page.input_value("#input") == "are you there?"
+        assert "kept in the box" in await page.locator("#toast").inner_text()
+        assert await page.locator('.msg[data-role="user"]').count() == 0  # not shown as sent
+        assert chromium.errors == []
+    assert await agent.session("offline").messages() == []

@@ -3,8 +3,8 @@
 It is no language model, but it reads the last user message closely enough to be tried by
 hand (``think chat --model demo``, ``think serve --model demo``): it asks for the weather of
 the city named, saves the note dictated, emails (after a human approves) whom it was asked
-to, asks the page where the user is (``get_location``, a client tool: offered by the front end,
-run in the browser), and otherwise explains itself at length, so that a reply can be stopped
+to, asks the page where the user is and what time it is there (``get_location`` and
+``get_browser_time``, client tools: offered by the front end, run in the browser), and otherwise explains itself at length, so that a reply can be stopped
 half-way.
 """
 
@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 import zlib
 from typing import Any
 
 from ..models.base import ModelRequest, ToolMessage
-from ..models.scripted import ScriptedModel, Step, call
+from ..models.scripted import ScriptedModel, ScriptedToolCall, Step
+from ..models.scripted import call as scripted_call
 from ..tools import Tool, tool
 
 #: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop
@@ -34,8 +36,11 @@ _EMAIL_INTENT = re.compile(r"\b(e-?mail|send)\b", re.I)
 _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RECIPIENT = re.compile(r"\b(?:to|e-?mail)\s+([A-Z][\w-]*)")
 _WHERE = re.compile(r"\bwhere\s+am\s+i\b", re.I)
-#: The client tool the demo calls when the front end offers it (``clientTools`` of a request).
+_WHEN = re.compile(r"\bwhat\s+time\b", re.I)
+#: The client tools the demo calls when the front end offers them (``clientTools`` of a
+#: request); the built-in chat page offers both.
 CLIENT_TOOL = "get_location"
+CLOCK_TOOL = "get_browser_time"
 
 INTRODUCTION = (
     "I am the offline demo model of think: no network, no API key, and I only pretend to "
@@ -77,6 +82,12 @@ def demo_model(*, delay: float = STREAM_DELAY) -> ScriptedModel:
     return ScriptedModel([demo_step], repeat=True, delay=delay, record=False)
 
 
+def call(name: str, input: dict[str, Any]) -> ScriptedToolCall:
+    """A tool call with an id of its own: two demo servers on one database never number two
+    calls alike (``call_1`` in both would make one call's record look like the other's)."""
+    return scripted_call(name, input, id=f"call_{uuid.uuid4().hex[:16]}")
+
+
 def demo_step(request: ModelRequest) -> Step:
     """Tool calls from the last user message; an answer from the tool results."""
     last = request.messages[-1]
@@ -89,6 +100,10 @@ def demo_step(request: ModelRequest) -> Step:
         if any(spec.name == CLIENT_TOOL for spec in request.tools):
             return Step(text="Let me ask your browser.", tool_calls=[call(CLIENT_TOOL, {})])
         return Step(text=f"I can't tell: this front end offers no {CLIENT_TOOL} tool.")
+    if _WHEN.search(text):
+        if any(spec.name == CLOCK_TOOL for spec in request.tools):
+            return Step(text="Let me ask your browser's clock.", tool_calls=[call(CLOCK_TOOL, {})])
+        return Step(text=f"I can't tell: this front end offers no {CLOCK_TOOL} tool.")
     if _EMAIL_INTENT.search(text) and (_ADDRESS.search(text) or _RECIPIENT.search(text)):
         to = _ADDRESS.search(text) or _RECIPIENT.search(text)
         assert to is not None
@@ -126,8 +141,9 @@ def _answer(results: list[Any]) -> Step:
             return Step(text="You did not approve that email, so I did not send it.")
         if isinstance(out, dict):
             lines.append(f"{out['city']}: {out['temperature_c']}°C and {out['sky']}" if "temperature_c" in out else _describe(out))
-        elif "blocked" in str(out):
-            return Step(text=" I can't save notes right now: this session is read-only.")
+        elif isinstance(result, ToolMessage) and "blocked" in str(out):
+            # Whatever blocked it said why: the explanation is that, not a guess at the cause.
+            return Step(text=f" I did not run {result.tool_name}. {out}")
         else:
             lines.append(str(out))
     return Step(text="Here is what I found. " + "; ".join(lines) + ".")

@@ -126,7 +126,7 @@ class TurnRecovery:
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
             if last is not None and last.id == builder.message_id and not builder.parts:
-                builder.restore(last.id, last.parts)
+                builder.restore(last.id, last.parts, last.metadata)
 
         async def load_history() -> list[ModelMessage]:
             return to_model_messages(_up_to(await db.history(session_id), answers))

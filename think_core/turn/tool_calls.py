@@ -271,6 +271,8 @@ class ToolCallRunner:
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
+        if decision != "allow":  # every client shows who blocked or substituted it, from the store
+            self.builder.note_decision(call.id, decision, decided_by)
         if error is None:
             self.builder.tool_output(call.id, output)
         else:

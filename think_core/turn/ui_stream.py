@@ -38,6 +38,10 @@ class AssistantMessageBuilder:
         self.error_text: str | None = None
         #: Whether the turn was stopped (cancelled); stored as ``metadata["stopped"]``.
         self.stopped = False
+        #: Each call a plugin decided (blocked, substituted): stored as ``metadata["decisions"]``
+        #: (tool call id → ``{"decision", "by"}``), so that every client, after a reload or on
+        #: another server, tells a blocked call from one that ran.
+        self.decisions: dict[str, dict[str, Any]] = {}
 
     @classmethod
     def resume(cls, message: UIMessage, emit: Emit = None) -> AssistantMessageBuilder:
@@ -45,13 +49,20 @@ class AssistantMessageBuilder:
         builder = cls(message.id, emit)
         builder.parts = [dict(p) for p in message.parts]
         builder._tool_parts = {p["toolCallId"]: p for p in builder.parts if "toolCallId" in p}
+        builder.decisions = stored_decisions(message.metadata)
         return builder
 
-    def restore(self, message_id: str, parts: list[dict[str, Any]]) -> None:
-        """Continue the message ``message_id`` from ``parts`` (a durable turn resumed after a crash)."""
+    def restore(self, message_id: str, parts: list[dict[str, Any]], metadata: dict[str, Any] | None = None) -> None:
+        """Continue the message ``message_id`` from ``parts`` (a durable turn resumed after a
+        crash, a continuation); ``metadata`` is the stored message's (its decisions are kept)."""
         self.message_id = message_id
         self.parts = [dict(p) for p in parts]
         self._tool_parts = {p["toolCallId"]: p for p in self.parts if "toolCallId" in p}
+        self.decisions = {**stored_decisions(metadata), **self.decisions}
+
+    def note_decision(self, tool_call_id: str, decision: str, by: str | None) -> None:
+        """A plugin decided the call (``block``, ``substitute``): kept with the message."""
+        self.decisions[tool_call_id] = {"decision": decision, "by": by}
 
     # -- stream framing -------------------------------------------------------------------
     def start(self, metadata: dict[str, Any] | None = None) -> None:
@@ -124,6 +135,7 @@ class AssistantMessageBuilder:
         self.parts = []
         self._tool_parts = {}
         self.error_text = None
+        self.decisions = {}
 
     def abort(self) -> None:
         """The turn was cancelled. Its partial message is persisted, so a tool call it cut off
@@ -281,7 +293,15 @@ class AssistantMessageBuilder:
             metadata = {**(metadata or {}), "error": self.error_text}
         if self.stopped:
             metadata = {**(metadata or {}), "stopped": True}
+        if self.decisions:
+            metadata = {**(metadata or {}), "decisions": {**stored_decisions(metadata), **self.decisions}}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
+
+
+def stored_decisions(metadata: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The ``decisions`` a stored message's metadata holds (none when it holds something else)."""
+    decisions = (metadata or {}).get("decisions")
+    return dict(decisions) if isinstance(decisions, dict) else {}
 
 
 def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:

@@ -13,13 +13,26 @@
       parameters: { type: "object", properties: {} },
       run: () => ({ iso: new Date().toISOString(), timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone }),
     },
+    // What the demo's "where am I?" asks for. The browser's time zone and language are a guess at
+    // where the user is that needs no permission prompt (geolocation would).
+    get_location: {
+      description: "Where the user probably is: the time zone and language of the user's browser.",
+      parameters: { type: "object", properties: {} },
+      run: () => ({ timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone, language: navigator.language }),
+    },
   };
+  // The states of a tool call (AI SDK names) as a person reads them.
+  const STATE_LABELS = {
+    "input-streaming": "preparing", "input-available": "running", "approval-requested": "waiting for approval",
+    "approval-responded": "answered", "output-available": "done", "output-error": "failed", "output-denied": "denied",
+  };
+  const DECISION_LABELS = { allow: "allowed", block: "blocked", substitute: "substituted" };
 
   const state = {
     messages: [],          // UIMessage objects, server-authoritative
     streams: new Map(),    // stream id -> assistant message being built
     mine: new Set(),       // stream ids this tab started (for the Stop button)
-    decisions: new Map(),  // toolCallId -> {label: "allowed" | "blocked" | "substituted", by: plugin name}
+    decisions: new Map(),  // toolCallId -> {label, by}: live, from the timeline, until the answer is stored
     turns: new Map(),      // request id -> {events, status, trigger}; kept in localStorage
     openTools: new Set(),  // toolCallIds whose card the user opened
     rawInputs: new Map(),  // toolCallId -> streamed input text
@@ -248,11 +261,12 @@
     const clientTools = Object.entries(CLIENT_TOOLS).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
     const requestId = newId("req");
     const body = { messages: [...state.messages.map(strip), message], trigger: "submit-message", clientTools };
-    if (!send({ type: "cf_agent_use_chat_request", id: requestId, init: { method: "POST", body: JSON.stringify(body) } })) return;
+    if (!send({ type: "cf_agent_use_chat_request", id: requestId, init: { method: "POST", body: JSON.stringify(body) } })) return false;
     state.messages.push(message);
     state.mine.add(requestId);
     updateButtons();
     scheduleRender();
+    return true;
   }
   function strip(m) {
     return { id: m.id, role: m.role, parts: m.parts.map(({ _id, ...p }) => p), metadata: m.metadata };
@@ -262,14 +276,20 @@
     e.preventDefault();
     const text = $("input").value.trim();
     if (!text) return;
-    $("input").value = "";
-    submit(text);
+    // Not connected: the message stays in the box (never thrown away), to send once reconnected.
+    if (submit(text)) $("input").value = "";
+    else toast("not connected: your message is kept in the box — send it again once connected");
   });
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   $("stop").addEventListener("click", () => { for (const id of state.mine) send({ type: "cf_agent_chat_request_cancel", id }); });
-  $("clear").addEventListener("click", () => send({ type: "cf_agent_chat_clear" }));
+  // Clearing deletes the conversation on the server for every browser: only once confirmed.
+  $("clear").addEventListener("click", () => {
+    if (window.confirm("Delete this conversation on the server, for everyone viewing it? This cannot be undone.")) {
+      send({ type: "cf_agent_chat_clear" });
+    }
+  });
   $("toggle-timeline").addEventListener("click", () => {
     const open = document.body.classList.toggle("timeline-open");
     $("toggle-timeline").setAttribute("aria-expanded", String(open));
@@ -310,14 +330,27 @@
     return window.DOMPurify.sanitize(window.marked.parse(String(text), { gfm: true, breaks: true }), PURIFY);
   }
 
-  function renderTool(part) {
+  // Who decided a call: what the stored answer records (every browser, every server sees the
+  // same); while the answer still streams, what this page's timeline saw. Looked up per message,
+  // so two calls with one id in different answers never borrow each other's decision.
+  function decisionOf(part, m) {
+    const stored = m.metadata && m.metadata.decisions && m.metadata.decisions[part.toolCallId];
+    if (stored) return { label: DECISION_LABELS[stored.decision] || String(stored.decision), by: stored.by || "" };
+    const streaming = [...state.streams.values()].some((s) => s.id === m.id);
+    const live = streaming ? state.decisions.get(part.toolCallId) : null;
+    if (live) return live;
+    // A call that ran with nobody deciding otherwise (the server records only blocks and substitutes).
+    return part.state === "output-available" || part.state === "output-error" ? { label: "allowed", by: "" } : null;
+  }
+
+  function renderTool(part, m) {
     const name = toolName(part);
-    const decision = state.decisions.get(part.toolCallId);
+    const decision = decisionOf(part, m);
     const client = CLIENT_TOOLS[name] ? '<span class="badge">client tool</span>' : "";
     const open = part.state === "approval-requested" || state.openTools.has(part.toolCallId);
     let html = `<details class="tool" data-tool="${esc(name)}" data-call="${esc(part.toolCallId)}" data-state="${esc(part.state || "")}"${open ? " open" : ""}>`;
     html += `<summary class="head"><span class="name">${esc(name)}</span>${client}`;
-    html += `<span class="badge state ${esc(part.state || "")}">${esc(part.state || "")}</span>`;
+    html += `<span class="badge state ${esc(part.state || "")}">${esc(STATE_LABELS[part.state] || part.state || "")}</span>`;
     if (decision) {
       const by = decision.by ? ` by ${decision.by}` : "";
       html += `<span class="badge decision ${esc(decision.label)}" title="before_tool_call decision${esc(by)}">${esc(decision.label)}</span>`;
@@ -352,7 +385,7 @@
     for (const part of m.parts || []) {
       if (part.type === "text") body += m.role === "assistant" ? `<div class="text">${markdown(part.text)}</div>` : `<div class="text">${esc(part.text)}</div>`;
       else if (part.type === "reasoning") body += `<div class="reasoning">${esc(part.text)}</div>`;
-      else if (part.toolCallId) body += renderTool(part);
+      else if (part.toolCallId) body += renderTool(part, m);
     }
     const extra = state.notes.get(m.id) || {};
     const error = errorOf(m);
@@ -366,7 +399,8 @@
     }
     if (extra.retry && !error) body += `<div class="retry">${esc(retryText(extra.retry))}</div>`;
     if (error) body += `<div class="error">⚠ ${esc(error)}</div>`;
-    if (extra.aborted) body += `<div class="aborted">stopped</div>`;
+    // Stopped: live from the stream, or — after a reload — from the stored answer's metadata.
+    if (extra.aborted || (m.metadata && m.metadata.stopped)) body += `<div class="aborted">stopped</div>`;
     return `<div class="msg${error ? " failed" : ""}" data-role="${esc(m.role)}" data-id="${esc(m.id)}">${body}</div>`;
   }
 
@@ -384,6 +418,10 @@
         const bits = [];
         if (ev.step !== undefined) bits.push(esc("step " + ev.step));
         if (ev.tool) bits.push(esc(ev.tool));
+        // before_tool_call is where the decision is taken: it shows it (known once the call ended).
+        const decided = ev.hook === "before_tool_call" &&
+          turn.events.find((e) => e.hook === "after_tool_call" && e.toolCallId === ev.toolCallId);
+        if (decided && decided.label) bits.push(`<span class="badge decision ${esc(decided.label)}">${esc(decided.label)}</span>` + (decided.decidedBy ? ` by ${esc(decided.decidedBy)}` : ""));
         if (ev.label) bits.push(`<span class="badge decision ${esc(ev.label)}">${esc(ev.label)}</span>` + (ev.decidedBy ? ` by ${esc(ev.decidedBy)}` : ""));
         if (ev.finish_reason) bits.push(esc(ev.finish_reason));
         if (ev.status) bits.push(esc(ev.status));
