@@ -13,57 +13,17 @@ and breaking on the next one.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.support.postgres import drop_schema, postgres_url
+from tests.support.stores import ProtocolOnly, StoreFactory
 from think_core.store import SQLiteStore, Store
-from think_core.types import UIMessage
 
 SHARED_BACKENDS = ["sqlite-file", "postgresql"]
 ALL_BACKENDS = ["sqlite-file", "sqlite-memory", "postgresql"]
-
-#: The public methods of the protocol: everything a contract test may call on a store.
-PROTOCOL_METHODS = frozenset(
-    name for name, value in vars(Store).items() if callable(value) and not name.startswith("_")
-)
-
-
-class ProtocolOnly:
-    """A backend with only the :class:`Store` protocol's methods reachable; a context manager
-    that closes it."""
-
-    def __init__(self, backend: Store) -> None:
-        self._backend = backend
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in PROTOCOL_METHODS:
-            raise AttributeError(f"{name!r} is not part of the Store protocol")
-        return getattr(self._backend, name)
-
-    def __enter__(self) -> ProtocolOnly:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._backend.close()
-
-    def __repr__(self) -> str:
-        return f"ProtocolOnly({self._backend!r})"
-
-
-StoreFactory = Callable[[], ProtocolOnly]
-
-
-def msg(mid: str, text: str = "", role: str = "user", **kw: Any) -> UIMessage:
-    return UIMessage(id=mid, role=role, parts=[{"type": "text", "text": text or mid}], **kw)
-
-
-def ids(messages: Iterable[UIMessage]) -> list[str]:
-    return [m.id for m in messages]
-
 
 def _backend(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[], Store]:
     if backend == "sqlite-file":

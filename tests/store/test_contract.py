@@ -7,17 +7,13 @@ import threading
 
 import pytest
 
+from tests.support.messages import ids, msg
+from tests.support.stores import StoreFactory
 from think_core.durable.crash_recovery import recover_submissions
 from think_core.store import Store, Submission
 from think_core.types import UIMessage
 
-from .conftest import StoreFactory, ids, msg
-
 S = "session-1"
-
-
-def _summary_text(m: UIMessage) -> str:
-    return m.parts[0]["text"]
 
 
 def test_delete_and_clear_messages(store: Store) -> None:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.messages import ids, msg
+from tests.support.stores import PROTOCOL_METHODS, StoreFactory
 from think_core.store import COMPACTION_ROLE, COMPACTION_SUMMARY_PREFIX, Store
 from think_core.types import UIMessage
-
-from .conftest import PROTOCOL_METHODS, StoreFactory, ids, msg
 
 S = "session-1"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.messages import msg
 from think_core.store import Store
-
-from .conftest import msg
 
 S = "session-1"
 

@@ -7,11 +7,11 @@ import os
 import socket
 import time
 
+from tests.support.messages import msg
+from tests.support.stores import StoreFactory
 from think_core.durable.crash_recovery import recover_orphaned_submissions
 from think_core.process_identity import this_process
 from think_core.store import Store
-
-from .conftest import StoreFactory, msg
 
 S = "session-1"
 

@@ -4,9 +4,8 @@ streams when the next one starts."""
 
 from __future__ import annotations
 
+from tests.support.stores import StoreFactory
 from think_core.store import Store
-
-from .conftest import StoreFactory
 
 S = "session-1"
 

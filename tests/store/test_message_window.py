@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.messages import msg
 from think_core.store import SQLiteStore, Store
 from think_core.types import UIMessage
-
-from .conftest import msg
 
 S = "session-1"
 

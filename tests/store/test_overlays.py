@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.support.messages import ids, msg
 from think_core.store import COMPACTION_ROLE, COMPACTION_SUMMARY_PREFIX, Compaction
 from think_core.store.overlays import Overlay, apply_overlays, effective_overlays, resolve_anchor
-
-from .conftest import ids, msg
 
 IDS = list("abcdefgh")
 

@@ -20,11 +20,10 @@ import pytest
 
 pytest.importorskip("psycopg")
 
+from tests.support.messages import msg as user  # noqa: E402
 from tests.support.postgres import drop_schema, fresh_database, postgres_url  # noqa: E402
 from think_core import ScriptedModel, Think  # noqa: E402
 from think_core.store.postgres import SCHEMA_VERSION, PostgresStore  # noqa: E402
-
-from .conftest import msg as user  # noqa: E402
 
 S = "queue"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.messages import ids, msg, summary_text
 from think_core.store import (
     COMPACTION_ROLE,
     SCHEMA_VERSION,
@@ -21,14 +22,6 @@ from think_core.store import (
 from think_core.types import UIMessage
 
 S = "session-1"
-
-
-def msg(mid: str, text: str = "", role: str = "user", **kw) -> UIMessage:
-    return UIMessage(id=mid, role=role, parts=[{"type": "text", "text": text or mid}], **kw)
-
-
-def ids(messages) -> list[str]:
-    return [m.id for m in messages]
 
 
 @pytest.fixture
@@ -201,10 +194,6 @@ def test_second_store_over_same_file_sees_same_history(db: Path) -> None:
 # ---------------------------------------------------------------- compactions
 
 
-def _summary_text(m: UIMessage) -> str:
-    return m.parts[0]["text"]
-
-
 def test_single_compaction_history_keeps_originals(store: SQLiteStore) -> None:
     store.append_messages(S, [msg(x) for x in "abcde"])
     cid = store.add_compaction(S, "b", "d", "b to d")
@@ -230,7 +219,7 @@ def test_overlapping_compaction_supersedes_and_extends(store: SQLiteStore) -> No
     second = store.add_compaction(S, "c", "e", "second")  # overlaps, extends to e
     hist = store.history(S)
     assert ids(hist) == ["a", f"compaction_{second}", "f", "g"]
-    assert _summary_text(hist[1]).endswith("second")
+    assert summary_text(hist[1]).endswith("second")
     assert hist[1].metadata["compaction"] == {"id": second, "from": "b", "to": "e"}
     assert [c.id for c in store.list_compactions(S)] == [first, second]
     assert ids(store.list_messages(S)) == list("abcdefg")
