@@ -22,6 +22,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -69,6 +70,7 @@ class Servers:
         self.procs: list[subprocess.Popen[str]] = []
         #: The servers' stderr, shown when a run fails.
         self.log = tempfile.TemporaryFile("w+")
+        self.drains: list[threading.Thread] = []
 
     def __enter__(self) -> list[str]:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "THINK_PLUGINS": ""}
@@ -83,6 +85,11 @@ class Servers:
             assert proc.stdout is not None
             line = proc.stdout.readline()
             assert line.startswith("think: serving on "), line
+            # Read on what the server prints (its access log): an unread pipe fills at 64 KiB and
+            # then blocks the server's event loop on its next log line.
+            drain = threading.Thread(target=proc.stdout.read, daemon=True)
+            drain.start()
+            self.drains.append(drain)
             bases.append(line.split()[3])
         return bases
 
@@ -99,6 +106,9 @@ class Servers:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for drain in self.drains:  # each ends at its server's end of output
+            drain.join()
+        for proc in self.procs:
             if proc.stdout is not None:
                 proc.stdout.close()
 

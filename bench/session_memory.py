@@ -47,6 +47,9 @@ async def main() -> None:
         try:
             assert server.stdout is not None
             base = (await server.stdout.readline()).decode().split()[3]
+            # Read on what the server prints (its access log): an unread pipe fills at 64 KiB and
+            # then blocks the server's event loop on its next log line.
+            drain = asyncio.create_task(_discard(server.stdout))
             print(f"session_memory — {os.cpu_count()} CPU(s), Python {sys.version.split()[0]}; server RSS in MiB")
             print("| chats | RSS MiB |\n|------:|--------:|")
             print(f"| 0 | {rss_mib(server.pid):.0f} |")
@@ -68,9 +71,17 @@ async def main() -> None:
                             print(f"| {done} | {rss_mib(server.pid):.0f} |", flush=True)
 
                 await asyncio.gather(*(worker() for _ in range(args.concurrency)))
-        finally:
             server.terminate()
+            await drain
+        finally:
+            if server.returncode is None:
+                server.terminate()
             await server.wait()
+
+
+async def _discard(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
 
 
 if __name__ == "__main__":

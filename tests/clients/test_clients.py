@@ -44,15 +44,8 @@ def demo_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             pytest.fail(f"CI must run the npm client checks, but {missing}")
         pytest.skip(missing)
     home = tmp_path_factory.mktemp("think-home")
-    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    env.pop("THINK_API_TOKEN", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", "0", "--db", str(home / "chats.db")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
+    process, base = _start(home / "chats.db", home, delay=None)
     try:
-        base = _announced_url(process)
-        _wait_healthy(base)
         yield base
     finally:
         process.terminate()
@@ -61,19 +54,20 @@ def demo_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        assert process.stdout is not None
-        process.stdout.close()
 
 
-def _announced_url(process: subprocess.Popen[str]) -> str:
-    assert process.stdout is not None
-    seen = []
-    for line in process.stdout:  # the first line names the port (--port 0 picks one)
-        seen.append(line)
-        match = re.search(r"serving on (http://\S+)", line)
+def _announced_url(process: subprocess.Popen[str], log: Path) -> str:
+    """The base URL from the server's first line (``--port 0`` picks a port)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        match = re.search(r"serving on (http://\S+)", log.read_text())
         if match:
             return match.group(1)
-    raise AssertionError(f"think serve exited ({process.wait()}) before serving:\n{''.join(seen)}")
+        if process.poll() is not None:
+            break
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"think serve exited ({process.wait()}) or was silent before serving:\n{log.read_text()}")
 
 
 def _wait_healthy(base: str) -> None:
@@ -143,15 +137,21 @@ def test_both_client_suites_hold_every_time_under_cpu_load(demo_server_url: str)
     assert not failures, f"{len(failures)} of {2 * LOADED_RUNS} loaded runs failed:\n" + "\n".join(failures)
 
 
-def _start(db: Path, home: Path, port: int = 0) -> tuple[subprocess.Popen[str], str]:
-    # A slow answer (about 15 s), so it is still running when the page opens on a busy machine.
-    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1", "THINK_DEMO_DELAY": "0.15"}
+def _start(db: Path, home: Path, port: int = 0, delay: str | None = "0.15") -> tuple[subprocess.Popen[str], str]:
+    """``think serve --model demo`` on ``db``; its output goes to a file in ``home``, never to a
+    pipe: a pipe nobody reads fills at 64 KiB of access log and then blocks the server's event
+    loop on its next log line (which hung the loaded runs after a few hundred requests)."""
+    env = {**os.environ, "THINK_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    if delay is not None:  # a slow answer (about 15 s at 0.15), still running when a page opens
+        env["THINK_DEMO_DELAY"] = delay
     env.pop("THINK_API_TOKEN", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", str(port), "--db", str(db)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-    )
-    base = _announced_url(process)
+    log = home / f"serve-{time.monotonic_ns()}.log"
+    with log.open("w") as out:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "think_core.cli", "serve", "--model", "demo", "--port", str(port), "--db", str(db)],
+            stdout=out, stderr=subprocess.STDOUT, text=True, env=env,
+        )
+    base = _announced_url(process, log)
     _wait_healthy(base)
     return process, base
 
@@ -195,8 +195,6 @@ def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_
     finally:
         first.kill()
         first.wait()
-        assert first.stdout is not None
-        first.stdout.close()
     port = int(base.rsplit(":", 1)[1])
     second, base = _start(db, home, port)  # start-up recovery resumes the turn
     try:
@@ -209,5 +207,3 @@ def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_
     finally:
         second.terminate()
         second.wait(timeout=30)
-        assert second.stdout is not None
-        second.stdout.close()

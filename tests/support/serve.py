@@ -24,12 +24,23 @@ async def think_serve(
         stdout=asyncio.subprocess.PIPE, stderr=stderr if stderr is not None else asyncio.subprocess.DEVNULL,
         env=env, cwd=ROOT,
     )
+    drain: asyncio.Task[None] | None = None
     try:
         assert proc.stdout is not None
         line = (await asyncio.wait_for(proc.stdout.readline(), deadline)).decode()
         assert line.startswith("think: serving on http://127.0.0.1:"), line
+        # Keep reading what the server prints (its access log goes to stdout): a pipe nobody
+        # reads fills at 64 KiB and then blocks the server's event loop on its next log line.
+        drain = asyncio.create_task(_discard(proc.stdout))
         yield proc, line.split()[3]
     finally:
         if proc.returncode is None:
             proc.kill()
         await proc.wait()
+        if drain is not None:
+            await drain
+
+
+async def _discard(stream: asyncio.StreamReader) -> None:
+    while await stream.read(65536):
+        pass
