@@ -4,14 +4,13 @@ that names nothing fails the turn closed, naming the plugin and the key."""
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.docs import snippet
 from think_core import PluginError, Think, hookimpl, tool
 from think_core.models.scripted import ScriptedModel, Step, call
 
@@ -115,9 +114,8 @@ async def test_an_unknown_key_in_a_tool_decision_keeps_the_call_from_running(tmp
     assert "'answers'" in text and "inputs" in text
 
 
-def test_the_readme_porting_snippet_runs_unchanged(tmp_path: Any) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    [code] = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if '"activeTools": ["read"]' in b]
+def test_the_porting_snippet_of_the_hook_reference_runs_unchanged(tmp_path: Any) -> None:
+    code = snippet('"activeTools": ["read"]')
     env = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
     env["THINK_HOME"] = str(tmp_path / "home")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
