@@ -5,12 +5,14 @@ history`` shows failed and stopped turns. Each runs the real command."""
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import pexpect
+import pytest
 
 from tests.cli.test_cli_basics import home, think
 from tests.support.postgres import postgres_url
@@ -114,3 +116,10 @@ def test_think_chat_names_the_endpoint_and_history_shows_the_failure(tmp_path: P
     history = think(tmp_path, home, "history", "cli", "--db", db)
     assert history.returncode == 0, history.stderr
     assert history.stdout.startswith("user: hi\nerror: ")
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["chat"], ["serve"], ["analytics"], ["analytics", "report"]])
+def test_help_shows_plain_words_not_docstring_markup(tmp_path: Path, home: Path, command: list[str]) -> None:
+    done = think(tmp_path, home, *command, "--help")
+    assert done.returncode == 0, done.stderr
+    assert "``" not in done.stdout and not re.search(r":[a-z]+:`", done.stdout), done.stdout

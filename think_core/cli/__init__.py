@@ -15,6 +15,7 @@ import importlib
 import importlib.metadata
 import inspect
 import logging
+import re
 import sys
 from collections.abc import Callable, Sequence
 
@@ -71,6 +72,7 @@ def build_parser(*, plugin_commands: bool = True) -> argparse.ArgumentParser:
         # Also after the command (think run -v ...); SUPPRESS keeps a `think -v run` count.
         sp.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS, help=VERBOSE_HELP)
         sp.set_defaults(func=module.run)
+    plain_help(sub)
     if plugin_commands:
         pm = _command_plugins()
         if pm is not None:
@@ -96,6 +98,29 @@ def add_plugin_commands(
 ) -> None:
     """Fire ``register_commands`` on the plugins of ``pm``."""
     HookDispatcher(pm).register_commands(subparsers)
+    plain_help(subparsers)
+
+
+_MARKUP = re.compile(r"(?::[a-z]+:)?`+([^`]+)`+")
+
+
+def plain_text(text: str | None) -> str | None:
+    """Docstring markup (````think run````, ``:func:`register```) as the plain words a terminal shows."""
+    return None if text is None else _MARKUP.sub(lambda m: m.group(1).lstrip("~"), text)
+
+
+def plain_help(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Help texts of ``subparsers`` (and of the commands under them) without docstring markup:
+    commands, plugins' included, take their help from docstrings."""
+    for action in subparsers._choices_actions:
+        action.help = plain_text(action.help)
+    for parser in subparsers.choices.values():
+        parser.description = plain_text(parser.description)
+        parser.epilog = plain_text(parser.epilog)
+        for action in parser._actions:
+            action.help = plain_text(action.help)
+            if isinstance(action, argparse._SubParsersAction):
+                plain_help(action)
 
 
 def plugin_command(pm: ThinkPluginManager, argv: Sequence[str]) -> Callable[[], object] | None:

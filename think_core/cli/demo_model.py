@@ -4,8 +4,8 @@ It is no language model, but it reads the last user message closely enough to be
 hand (``think chat --model demo``, ``think serve --model demo``): it asks for the weather of
 the city named, saves the note dictated, emails (after a human approves) whom it was asked
 to, asks the page where the user is and what time it is there (``get_location`` and
-``get_browser_time``, client tools: offered by the front end, run in the browser), and otherwise explains itself at length, so that a reply can be stopped
-half-way.
+``get_browser_time``, client tools: offered by the front end, run in the browser), and otherwise
+explains itself at length, so that a reply can be stopped half-way.
 """
 
 from __future__ import annotations
