@@ -161,10 +161,31 @@ async def one_request(
 
 
 async def run_size(n: int, repeat: int, mode: str, resend: bool, spec: str | None, tmp: str) -> dict[str, Any]:
-    store = open_store(spec if spec else os.path.join(tmp, f"chat-{n}.db"))
-    if spec:  # a fresh schema per size
+    schema = f"bench_chat_{n}_{os.getpid()}"  # on PostgreSQL a fresh schema per size, dropped after it
+    store = postgres_store(spec, schema) if spec else open_store(os.path.join(tmp, f"chat-{n}.db"))
+    try:
+        return await measure(store, n, repeat, mode, resend)
+    finally:
         store.close()
-        store = open_store(f"{spec}{'&' if '?' in spec else '?'}options=-csearch_path%3Dbench_{n}_{os.getpid()}")
+        if spec:
+            drop_schema(spec, schema)
+
+
+def postgres_store(url: str, schema: str) -> Store:
+    from think_core.store.postgres import PostgresStore
+
+    return PostgresStore(url, schema=schema)
+
+
+def drop_schema(url: str, schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+async def measure(store: Store, n: int, repeat: int, mode: str, resend: bool) -> dict[str, Any]:
     history = seed(store, n)
     counting = CountingStore(store)
     clock = StepClock()

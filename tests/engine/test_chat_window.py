@@ -9,33 +9,25 @@ from typing import Any
 import pytest
 
 from tests.support import agents
-from think_core import ClientRequestRefused, tool
+from tests.support.messages import msg
+from tests.support.tools import send_email
+from think_core import ClientRequestRefused
 from think_core.chat.transcript import ClientTranscript
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.turn.pending_calls import ToolAnswer
 from think_core.types import UIMessage
 
 
-@tool(needs_approval=True)
-def send_email(to: str) -> str:
-    """Send an email."""
-    return f"sent to {to}"
-
-
-def text(message_id: str, role: str, words: str) -> UIMessage:
-    return UIMessage(id=message_id, role=role, parts=[{"type": "text", "text": words}])
-
-
 def long_history(n: int) -> list[UIMessage]:
     """A call awaiting approval in the second message, then ``n`` user / assistant pairs."""
     waiting = {"type": "tool-send_email", "toolCallId": "c1", "state": "approval-requested", "input": {"to": "ada"}}
-    history = [text("u0", "user", "mail ada"), UIMessage(id="a0", role="assistant", parts=[waiting])]
+    history = [msg("u0", "mail ada"), UIMessage(id="a0", role="assistant", parts=[waiting])]
     for i in range(1, n + 1):
-        history += [text(f"u{i}", "user", f"question {i}"), text(f"a{i}", "assistant", f"answer {i}")]
+        history += [msg(f"u{i}", f"question {i}"), msg(f"a{i}", f"answer {i}", role="assistant")]
     return history
 
 
-async def drain(chunks: Any) -> list[dict[str, Any]]:
+async def consume(chunks: Any) -> list[dict[str, Any]]:
     return [chunk async for chunk in chunks]
 
 
@@ -46,9 +38,9 @@ async def test_an_answer_to_a_call_far_back_is_still_checked() -> None:
     agent.store.append_messages("long", long_history(20))
     before = agent.store.list_messages("long")
     # Only the new message is sent; the result comes beside it, for a call awaiting an approval.
-    request = ClientTranscript(messages=[text("u21", "user", "and?")], answers=[ToolAnswer("c1", output="sent")])
+    request = ClientTranscript(messages=[msg("u21", "and?")], answers=[ToolAnswer("c1", output="sent")])
     with pytest.raises(ClientRequestRefused, match="waiting for an approval"):
-        await drain(session.stream_transcript(request))
+        await consume(session.stream_transcript(request))
     assert agent.store.list_messages("long") == before  # refused before anything was stored
 
 
@@ -59,7 +51,7 @@ async def test_a_regeneration_named_by_message_id_alone_answers_the_message_befo
     agent.store.append_messages("long", long_history(8))
     # The client keeps nothing of the transcript and names the answer to redo (a5, far back).
     request = ClientTranscript(messages=[], trigger="regenerate-message", message_id="a5")
-    await drain(session.stream_transcript(request))
+    await consume(session.stream_transcript(request))
     await session.submissions_drained()
     stored = agent.store.list_messages("long")
     assert [m.id for m in stored[:-1]] == ["u0", "a0"] + [f"{r}{i}" for i in range(1, 5) for r in "ua"] + ["u5"]

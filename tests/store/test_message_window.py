@@ -29,7 +29,7 @@ def call(call_id: str, state: str, *, kind: str = "tool-get_weather") -> dict[st
     return part
 
 
-def assistant(message_id: str, *parts: dict[str, Any]) -> UIMessage:
+def assistant_message(message_id: str, *parts: dict[str, Any]) -> UIMessage:
     return UIMessage(id=message_id, role="assistant", parts=[{"type": "step-start"}, *parts])
 
 
@@ -63,20 +63,20 @@ def test_the_window_takes_any_number_of_ids(store: Store) -> None:
 def test_the_window_holds_the_messages_with_calls_waiting_for_the_client(store: Store) -> None:
     store.append_messages(S, [
         msg("u1"),
-        assistant("a1", call("c1", "input-available")),
+        assistant_message("a1", call("c1", "input-available")),
         msg("u2"),
-        assistant("a2", call("c2", "output-available"), {"type": "text", "text": "done"}),
+        assistant_message("a2", call("c2", "output-available"), {"type": "text", "text": "done"}),
         msg("u3"),
-        assistant("a3", call("c3", "approval-requested"), call("c4", "output-available")),
+        assistant_message("a3", call("c3", "approval-requested"), call("c4", "output-available")),
         msg("u4"),
     ])
     window = store.message_window(S, ["u4"], last=1)
     assert [m.id for m in window.messages] == ["u4"]
     assert [m.id for m in window.waiting] == ["a1", "a3"]  # wherever they are, in order
     assert window.waiting[1] == store.list_messages(S)[5]
-    store.upsert_message(S, assistant("a1", call("c1", "output-available")))  # answered
-    store.upsert_message(S, assistant("a2", call("c2", "output-available"), call("c5", "approval-responded")))
-    store.append_messages(S, [assistant("a4", call("c6", "input-available", kind="dynamic-tool"))])
+    store.upsert_message(S, assistant_message("a1", call("c1", "output-available")))  # answered
+    store.upsert_message(S, assistant_message("a2", call("c2", "output-available"), call("c5", "approval-responded")))
+    store.append_messages(S, [assistant_message("a4", call("c6", "input-available", kind="dynamic-tool"))])
     assert [m.id for m in store.message_window(S).waiting] == ["a2", "a3", "a4"]
     store.delete_messages(S, ["a3"])
     assert [m.id for m in store.message_window(S).waiting] == ["a2", "a4"]
@@ -92,7 +92,7 @@ def test_only_an_assistant_message_waits(store: Store) -> None:
 
 
 def test_a_submission_applied_marks_its_waiting_messages(store: Store) -> None:
-    row, _ = store.create_submission(S, [msg("u1"), assistant("a1", call("c1", "approval-requested"))])
+    row, _ = store.create_submission(S, [msg("u1"), assistant_message("a1", call("c1", "approval-requested"))])
     assert store.message_window(S).waiting == []
     store.apply_submission_messages(S, row.submission_id)
     assert [m.id for m in store.message_window(S).waiting] == ["a1"]
@@ -110,7 +110,7 @@ def test_the_window_is_the_end_of_the_history_for_any_history(store: Store) -> N
                 store.append_messages(session, [msg(f"{session}-{i}")])
             else:
                 parts = [call(f"{session}-c{i}-{j}", rng.choice(states)) for j in range(rng.randrange(0, 3))]
-                store.append_messages(session, [assistant(f"{session}-{i}", *parts)])
+                store.append_messages(session, [assistant_message(f"{session}-{i}", *parts)])
         stored = store.list_messages(session)
         if stored and rng.random() < 0.5:
             store.delete_messages(session, [rng.choice(stored).id])
@@ -132,7 +132,7 @@ def test_the_window_is_the_end_of_the_history_for_any_history(store: Store) -> N
 
 
 def test_a_message_is_found_by_its_id(store: Store) -> None:
-    store.append_messages(S, [msg("u1"), assistant("a1", {"type": "text", "text": "hi"})])
+    store.append_messages(S, [msg("u1"), assistant_message("a1", {"type": "text", "text": "hi"})])
     store.append_messages("other", [msg("o1")])
     assert store.get_message(S, "a1") == store.list_messages(S)[1]
     assert store.get_message(S, "o1") is None  # scoped per session
@@ -142,8 +142,8 @@ def test_a_message_is_found_by_its_id(store: Store) -> None:
 # ---------------------------------------------------------------- migrations
 
 
-WAITING = assistant("a1", call("c1", "approval-requested"))
-ANSWERED = assistant("a2", call("c2", "output-available"))
+WAITING = assistant_message("a1", call("c1", "approval-requested"))
+ANSWERED = assistant_message("a2", call("c2", "output-available"))
 
 
 def _old_rows(execute: Any, placeholder: str) -> None:
