@@ -6,7 +6,6 @@ history`` shows failed and stopped turns. Each runs the real command."""
 from __future__ import annotations
 
 import re
-import socket
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -15,15 +14,10 @@ import pexpect
 import pytest
 
 from tests.cli.test_cli_basics import home, think
+from tests.support.net import closed_port
 from tests.support.postgres import postgres_url
 
 __all__ = ["home"]  # the fixture, shared with test_cli_basics
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:  # a port nothing listens on once closed
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def only_line(stderr: str) -> str:

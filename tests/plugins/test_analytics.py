@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest_asyncio
 
 from tests.loopback import LoopbackServer, Reply
 from tests.support.agents import make_agent
+from tests.support.net import closed_port
 from think_core import ConfigurationError, TurnConfig, Usage, block, hookimpl, substitute, tool
 from think_core.agent import Think
 from think_core.cli import main
@@ -281,12 +281,6 @@ async def test_http_sink_batches(collector: LoopbackServer) -> None:
         await plugin.aclose()
     sizes = [len(r.json["points"]) for r in collector.requests]
     assert sum(sizes) == 7 and max(sizes) <= 3
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 async def test_down_collector_drops_points_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -19,11 +19,11 @@ import pytest
 
 pytest.importorskip("psycopg")
 
+from tests.support.messages import msg as user  # noqa: E402
 from tests.support.postgres import drop_schema, postgres_url  # noqa: E402
 from think_core import ScriptedModel, Step, Think, hookimpl  # noqa: E402
 from think_core.store import open_store  # noqa: E402
 from think_core.store.postgres import SCHEMA_VERSION, PostgresStore  # noqa: E402
-from think_core.types import UIMessage  # noqa: E402
 
 
 @pytest.fixture
@@ -31,10 +31,6 @@ def schema() -> Iterator[str]:
     name = f"store_{uuid.uuid4().hex[:12]}"
     yield name
     drop_schema(postgres_url(), name)
-
-
-def user(mid: str) -> UIMessage:
-    return UIMessage(id=mid, role="user", parts=[{"type": "text", "text": mid}])
 
 
 def test_concurrent_claimers_on_separate_pools_take_each_submission_once(schema: str) -> None:
