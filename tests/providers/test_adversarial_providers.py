@@ -66,7 +66,7 @@ def model_for(provider: str, server: LoopbackServer, **kwargs: Any) -> Any:
     return AnthropicModel("claude-x", base_url=server.url, api_key="sk-ant", **kwargs)
 
 
-def text_stream(provider: str, *pieces: str) -> str:
+def provider_text(provider: str, *pieces: str) -> str:
     return oa_reply(*pieces) if provider == "openai" else an_text(*pieces)
 
 
@@ -97,7 +97,7 @@ def agent_for(model: Any, *plugins: Any, **kwargs: Any) -> Think:
     return Think(model, plugins=plugins, load_entrypoints=False, **kwargs)
 
 
-async def stored(agent: Think, session_id: str = "s") -> list[tuple[str, str]]:
+async def stored_texts(agent: Think, session_id: str = "s") -> list[tuple[str, str]]:
     return [(m.role, m.text) for m in await agent.session(session_id).messages()]
 
 
@@ -108,7 +108,7 @@ async def stored(agent: Think, session_id: str = "s") -> list[tuple[str, str]]:
 async def test_garbage_lines_comments_and_unknown_fields_between_events_are_ignored(
     provider: str, loopback: LoopbackServer
 ) -> None:
-    good = text_stream(provider, "Hello", ", ", "world")
+    good = provider_text(provider, "Hello", ", ", "world")
     events = good.split("\n\n")
     noise = [
         "this line is not a field",
@@ -129,7 +129,7 @@ async def test_garbage_lines_comments_and_unknown_fields_between_events_are_igno
     result = await agent.session("s").chat("hi")
     assert result.status == "completed", result.error
     assert result.text == "Hello, world"
-    assert await stored(agent) == [("user", "hi"), ("assistant", "Hello, world")]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", "Hello, world")]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -146,7 +146,7 @@ async def test_non_json_event_data_before_output_is_retried_then_a_clear_error(
     error, stage = spy.errors[0]
     assert isinstance(error, ProviderError) and error.type == "invalid_stream" and stage == "stream"
     assert "invalid JSON" in (result.error or "") and "definitely not json" in (result.error or "")
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
     assert spy.responses == ["error"]
 
 
@@ -154,13 +154,13 @@ async def test_non_json_event_data_before_output_is_retried_then_a_clear_error(
 async def test_non_json_event_data_after_output_keeps_the_partial_and_is_not_retried(
     provider: str, loopback: LoopbackServer
 ) -> None:
-    loopback.enqueue(Reply.sse(partial_stream(provider, "Partial ", "answer") + "data: {oops\n\n" + text_stream(provider, "never")))
+    loopback.enqueue(Reply.sse(partial_stream(provider, "Partial ", "answer") + "data: {oops\n\n" + provider_text(provider, "never")))
     spy = ErrorSpy()
     agent = agent_for(model_for(provider, loopback), spy)
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and "invalid JSON" in (result.error or "")
     assert len(loopback.requests) == 1
-    assert await stored(agent) == [("user", "hi"), ("assistant", "Partial answer")]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", "Partial answer")]
 
 
 MALFORMED_SHAPES = [
@@ -198,7 +198,7 @@ async def test_well_formed_json_of_the_wrong_shape_is_a_provider_error(
 async def test_a_stream_whose_body_ends_inside_a_json_event_is_an_invalid_stream_error(
     provider: str, loopback: LoopbackServer
 ) -> None:
-    whole = text_stream(provider, "Hel", "lo wor", "ld")
+    whole = provider_text(provider, "Hel", "lo wor", "ld")
     cut = whole.index('"lo wor') + 5  # inside the second delta's JSON
     loopback.enqueue(Reply.sse(whole[:cut], chunk_size=17))  # a complete HTTP body, truncated SSE
     spy = ErrorSpy()
@@ -208,7 +208,7 @@ async def test_a_stream_whose_body_ends_inside_a_json_event_is_an_invalid_stream
     error = spy.errors[0][0]
     assert isinstance(error, ProviderError) and error.type == "invalid_stream"
     assert len(loopback.requests) == 1  # output had streamed: not retried
-    assert await stored(agent) == [("user", "hi"), ("assistant", "Hel")]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", "Hel")]
 
 
 @pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
@@ -216,7 +216,7 @@ async def test_a_stream_whose_body_ends_inside_a_json_event_is_an_invalid_stream
 async def test_a_connection_lost_mid_event_keeps_the_partial_with_a_clear_error(
     provider: str, reset: bool, loopback: LoopbackServer
 ) -> None:
-    whole = text_stream(provider, "Hel", "lo wor", "ld")
+    whole = provider_text(provider, "Hel", "lo wor", "ld")
     cut = whole.index('"lo wor') + 5
     loopback.enqueue(Reply.sse(whole, chunks=[whole[:cut].encode(), whole[cut:].encode()], disconnect_after=1, reset=reset))
     spy = ErrorSpy()
@@ -224,7 +224,7 @@ async def test_a_connection_lost_mid_event_keeps_the_partial_with_a_clear_error(
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and result.error
     assert len(loopback.requests) == 1
-    assert await stored(agent) == [("user", "hi"), ("assistant", "Hel")]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", "Hel")]
     assert spy.responses == ["error"]
 
 
@@ -238,7 +238,7 @@ async def test_a_stream_without_its_end_marker_is_incomplete_not_a_short_answer(
     result = await agent.session("s").chat("hi")
     assert result.status == "error"
     assert spy.errors[0][0].type == "incomplete_stream"
-    assert await stored(agent) == [("user", "hi"), ("assistant", "Only half")]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", "Only half")]
 
 
 # -- error bodies where a stream was expected -------------------------------------------------------
@@ -256,7 +256,7 @@ async def test_a_200_json_error_body_instead_of_a_stream_is_a_provider_error(
     assert result.status == "error" and "upstream said no" in (result.error or "")
     error = spy.errors[0][0]
     assert isinstance(error, ProviderError) and error.status == 200 and error.type == "invalid_request_error"
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
 
 
 async def test_a_non_streaming_completion_answered_to_a_stream_request_is_a_clear_error(loopback: LoopbackServer) -> None:
@@ -269,7 +269,7 @@ async def test_a_non_streaming_completion_answered_to_a_stream_request_is_a_clea
     assert result.status == "error" and result.error
     assert isinstance(spy.errors[0][0], ProviderError) and spy.errors[0][0].status == 200
     assert len(loopback.requests) == 1
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
 
 
 PROXY_502 = (
@@ -292,7 +292,7 @@ async def test_an_html_502_from_a_proxy_is_retried_then_a_bounded_clear_error(
     error = spy.errors[0][0]
     assert isinstance(error, ProviderError) and error.status == 502
     assert "502" in (result.error or "") and len(result.error or "") < 1000  # bounded, not the whole page
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
 
 
 @pytest.mark.parametrize(
@@ -315,7 +315,7 @@ async def test_an_empty_or_eventless_200_is_an_error_never_an_empty_answer(
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and result.error
     assert isinstance(spy.errors[0][0], ProviderError)
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
 
 
 # -- cancellation of a never-ending stream ----------------------------------------------------------
@@ -349,7 +349,7 @@ async def test_session_cancel_of_a_never_ending_stream_closes_the_connection(
     assert result.status == "aborted"
     await loopback.wait_abandoned(timeout=3)  # the server saw the client hang up
     assert len(loopback.incomplete) == 1
-    history = await stored(agent)
+    history = await stored_texts(agent)
     assert history[0] == ("user", "talk forever") and history[1][0] == "assistant"
     assert history[1][1].startswith("t0 t1 t2 t3 t4 t5")
     assert spy.responses == ["aborted"] and session.active_request_ids == []
@@ -373,7 +373,7 @@ async def test_outside_cancellation_of_a_never_ending_stream_propagates_and_clos
         await task
     await loopback.wait_abandoned(timeout=3)
     assert session.active_request_ids == []
-    assert (await stored(agent))[0] == ("user", "talk forever")
+    assert (await stored_texts(agent))[0] == ("user", "talk forever")
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -393,7 +393,7 @@ async def test_cancel_during_a_retry_after_wait_aborts_at_once(provider: str, lo
     result = await asyncio.wait_for(task, 3)
     assert result.status == "aborted" and time.monotonic() - started < 1.0
     assert len(loopback.requests) == 1
-    assert await stored(agent) == [("user", "hi")]
+    assert await stored_texts(agent) == [("user", "hi")]
 
 
 # -- Unicode split across reads ---------------------------------------------------------------------
@@ -406,14 +406,14 @@ TRICKY = "naïve café — 日本語 👩‍👩‍👧‍👦 e\u0301 مرحب�
 async def test_unicode_split_at_every_byte_arrives_intact(provider: str, loopback: LoopbackServer) -> None:
     pieces = [TRICKY[i:i + 3] for i in range(0, len(TRICKY), 3)]
     # json.dumps escapes non-ASCII: re-encode the payloads as raw UTF-8 so reads split characters.
-    stream = json_unescaped(text_stream(provider, *pieces)).encode("utf-8")
+    stream = json_unescaped(provider_text(provider, *pieces)).encode("utf-8")
     assert "日".encode() in stream and "👩".encode() in stream
     loopback.enqueue(Reply.sse(stream, chunk_size=1))
     agent = agent_for(model_for(provider, loopback))
     result = await agent.session("s").chat("hi")
     assert result.status == "completed", result.error
     assert result.text == TRICKY
-    assert await stored(agent) == [("user", "hi"), ("assistant", TRICKY)]
+    assert await stored_texts(agent) == [("user", "hi"), ("assistant", TRICKY)]
 
 
 def json_unescaped(stream: str) -> str:

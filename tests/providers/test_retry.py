@@ -20,7 +20,7 @@ from think_core.models.openai import OpenAIChatModel
 from think_core.models.retry import RetryPolicy, is_retryable, parse_retry_after, stream_with_retry
 
 
-def text_stream(text: str = "ok") -> str:
+def bare_oa_text(text: str = "ok") -> str:
     chunk = lambda delta, finish=None: {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # noqa: E731
     return sse_body(chunk({"content": text}), chunk({}, "stop"), done=True)
 
@@ -47,7 +47,7 @@ SERVER_ERROR = {"error": {"message": "The server had an error processing your re
 
 
 async def test_429_with_retry_after_seconds_waits_then_succeeds(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "1"}), Reply.sse(text_stream("done")))
+    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "1"}), Reply.sse(bare_oa_text("done")))
     start = time.monotonic()
     events = await run(model(loopback, retry_policy=RetryPolicy()))  # default backoff would be < 0.5 s
     elapsed = time.monotonic() - start
@@ -58,7 +58,7 @@ async def test_429_with_retry_after_seconds_waits_then_succeeds(loopback: Loopba
 
 async def test_retry_after_ms_takes_precedence(loopback: LoopbackServer) -> None:
     headers = {"retry-after-ms": "300", "retry-after": "30"}
-    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers=headers), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers=headers), Reply.sse(bare_oa_text()))
     start = time.monotonic()
     await run(model(loopback))
     elapsed = time.monotonic() - start
@@ -69,7 +69,7 @@ async def test_retry_after_ms_takes_precedence(loopback: LoopbackServer) -> None
 
 async def test_500_twice_then_200_succeeds(loopback: LoopbackServer) -> None:
     loopback.enqueue(
-        Reply.json(SERVER_ERROR, status=500), Reply.json(SERVER_ERROR, status=502), Reply.sse(text_stream("third"))
+        Reply.json(SERVER_ERROR, status=500), Reply.json(SERVER_ERROR, status=502), Reply.sse(bare_oa_text("third"))
     )
     events = await run(model(loopback))
     assert text_of(events) == "third"
@@ -79,7 +79,7 @@ async def test_500_twice_then_200_succeeds(loopback: LoopbackServer) -> None:
 
 
 async def test_retries_are_bounded_by_max_retries(loopback: LoopbackServer) -> None:
-    loopback.enqueue(*[Reply.json(SERVER_ERROR, status=500) for _ in range(3)], Reply.sse(text_stream()))
+    loopback.enqueue(*[Reply.json(SERVER_ERROR, status=500) for _ in range(3)], Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
         await run(model(loopback))
     assert info.value.status == 500
@@ -87,7 +87,7 @@ async def test_retries_are_bounded_by_max_retries(loopback: LoopbackServer) -> N
 
 
 async def test_max_retries_zero_makes_one_request(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.json(SERVER_ERROR, status=503), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.json(SERVER_ERROR, status=503), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError):
         await run(model(loopback, retry_policy=None, max_retries=0))
     assert len(loopback.requests) == 1
@@ -96,7 +96,7 @@ async def test_max_retries_zero_makes_one_request(loopback: LoopbackServer) -> N
 async def test_401_fails_at_once_with_a_clear_message(loopback: LoopbackServer) -> None:
     body = {"error": {"message": "Incorrect API key provided: sk-test.", "type": "invalid_request_error",
                       "code": "invalid_api_key"}}
-    loopback.enqueue(Reply.json(body, status=401), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.json(body, status=401), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
         await run(model(loopback))
     assert info.value.status == 401
@@ -107,7 +107,7 @@ async def test_401_fails_at_once_with_a_clear_message(loopback: LoopbackServer) 
 
 
 async def test_retry_after_beyond_the_cap_is_not_retried(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "86400"}), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "86400"}), Reply.sse(bare_oa_text()))
     start = time.monotonic()
     with pytest.raises(ProviderError) as info:
         await run(model(loopback, retry_policy=None, retry_cap_seconds=60))
@@ -117,7 +117,7 @@ async def test_retry_after_beyond_the_cap_is_not_retried(loopback: LoopbackServe
 
 
 async def test_x_should_retry_false_overrides_the_status(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.json(SERVER_ERROR, status=500, headers={"x-should-retry": "false"}), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.json(SERVER_ERROR, status=500, headers={"x-should-retry": "false"}), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError):
         await run(model(loopback))
     assert len(loopback.requests) == 1
@@ -125,14 +125,14 @@ async def test_x_should_retry_false_overrides_the_status(loopback: LoopbackServe
 
 @pytest.mark.parametrize("reset", [False, True])
 async def test_connection_dropped_before_the_response_is_retried(loopback: LoopbackServer, reset: bool) -> None:
-    loopback.enqueue(Reply(no_response=True, reset=reset), Reply.sse(text_stream("after reconnect")))
+    loopback.enqueue(Reply(no_response=True, reset=reset), Reply.sse(bare_oa_text("after reconnect")))
     events = await run(model(loopback))
     assert text_of(events) == "after reconnect"
     assert len(loopback.requests) == 2
 
 
 async def test_read_timeout_before_output_is_retried(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.sse(text_stream("late"), chunk_delay=0.0), Reply.sse(text_stream("on time")))
+    loopback.enqueue(Reply.sse(bare_oa_text("late"), chunk_delay=0.0), Reply.sse(bare_oa_text("on time")))
     loopback.replies[0].delay = 1.0  # headers arrive after the read timeout
     events = await run(model(loopback, timeout=httpx.Timeout(0.3)))
     assert text_of(events) == "on time"
@@ -140,7 +140,7 @@ async def test_read_timeout_before_output_is_retried(loopback: LoopbackServer) -
 
 
 async def test_in_stream_error_before_any_output_is_retried(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.sse(sse_body(SERVER_ERROR, done=True)), Reply.sse(text_stream("second")))
+    loopback.enqueue(Reply.sse(sse_body(SERVER_ERROR, done=True)), Reply.sse(bare_oa_text("second")))
     events = await run(model(loopback))
     assert text_of(events) == "second"
     assert len(loopback.requests) == 2
@@ -149,7 +149,7 @@ async def test_in_stream_error_before_any_output_is_retried(loopback: LoopbackSe
 async def test_in_stream_error_of_a_fatal_type_is_not_retried(loopback: LoopbackServer) -> None:
     bad = {"error": {"message": "Your input exceeds the context window", "type": "invalid_request_error",
                      "code": "context_length_exceeded"}}
-    loopback.enqueue(Reply.sse(sse_body(bad, done=True)), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.sse(sse_body(bad, done=True)), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
         await run(model(loopback))
     assert info.value.code == "context_length_exceeded"
@@ -160,7 +160,7 @@ async def test_in_stream_error_of_a_fatal_type_is_not_retried(loopback: Loopback
 async def test_connection_lost_after_first_text_is_not_retried(loopback: LoopbackServer, reset: bool) -> None:
     chunk = lambda text: {"id": "c", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}  # noqa: E731
     stream = sse_body(chunk("Hel"), chunk("lo"), chunk(" world"), {"id": "c", "choices": []}, done=True)
-    loopback.enqueue(Reply.sse(stream, disconnect_after=2, reset=reset, chunk_delay=0.01), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.sse(stream, disconnect_after=2, reset=reset, chunk_delay=0.01), Reply.sse(bare_oa_text()))
     seen: list[Any] = []
     with pytest.raises((httpx.TransportError, ProviderError)):
         await run(model(loopback), seen)
@@ -170,7 +170,7 @@ async def test_connection_lost_after_first_text_is_not_retried(loopback: Loopbac
 
 async def test_error_event_after_first_text_is_not_retried(loopback: LoopbackServer) -> None:
     chunk = {"id": "c", "choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": None}]}
-    loopback.enqueue(Reply.sse(sse_body(chunk, SERVER_ERROR, done=True)), Reply.sse(text_stream()))
+    loopback.enqueue(Reply.sse(sse_body(chunk, SERVER_ERROR, done=True)), Reply.sse(bare_oa_text()))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
         await run(model(loopback), seen)

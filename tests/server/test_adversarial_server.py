@@ -37,7 +37,7 @@ make_agent = agents.make_agent.using(store=":memory:")
 
 
 @asynccontextmanager
-async def serve(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
+async def serve_app(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[str, Any]]:
     app = create_app(agent, **app_kwargs)
     async with running_server(app) as base:
         yield base, app
@@ -85,7 +85,7 @@ def strict_loads(text: str) -> Any:
 
 async def test_binary_frames_utf8_json_is_served_and_invalid_utf8_gets_an_error_frame() -> None:
     agent = make_agent(ScriptedModel([Step(text="From bytes."), Step(text="Still here.")]))
-    async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
+    async with serve_app(agent) as (base, _), connect(ws_url(base)) as ws:
         await recv_past_opening(ws)  # snapshot
         await ws.send(json.dumps(chat_request("b1", [user("binary hello", "u1")])).encode("utf-8"))
         chunks, done = await stream(ws, "b1")
@@ -132,7 +132,7 @@ NOT_FRAMES = [
 async def test_json_values_that_are_not_valid_frames_each_get_an_error_frame_on_one_connection() -> None:
     agent = make_agent(ScriptedModel([Step(text="Survived.")]))
     await agent.session("s1").add_messages([user("keep me", "u0")])
-    async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
+    async with serve_app(agent) as (base, _), connect(ws_url(base)) as ws:
         await recv_past_opening(ws)
         for text, kind in NOT_FRAMES:
             await ws.send(text)
@@ -152,7 +152,7 @@ async def test_deeply_nested_json_gets_an_error_frame_and_the_connection_survive
     text = nested if where == "frame" else json.dumps(
         {"type": "cf_agent_use_chat_request", "id": "deep", "init": {"method": "POST", "body": nested}}
     )
-    async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
+    async with serve_app(agent) as (base, _), connect(ws_url(base)) as ws:
         await recv_past_opening(ws)
         await ws.send(text)
         frame = await recv_past_opening(ws)
@@ -164,7 +164,7 @@ async def test_deeply_nested_json_gets_an_error_frame_and_the_connection_survive
 
 async def test_enormous_frames_are_refused_and_the_server_keeps_serving() -> None:
     agent = make_agent(ScriptedModel([Step(text="Fine."), Step(text="Fine again.")]))
-    async with serve(agent) as (base, _):
+    async with serve_app(agent) as (base, _):
         async with connect(ws_url(base), max_size=None) as ws:
             await recv_past_opening(ws)
             # Above the app's limit (4 MiB by default): an error frame, the connection stays.
@@ -196,7 +196,7 @@ async def test_enormous_frames_are_refused_and_the_server_keeps_serving() -> Non
 async def test_a_tool_result_for_another_sessions_call_is_refused_and_the_owner_still_settles_it() -> None:
     model = ScriptedModel([Step(tool_calls=[call("pick_color", {}, id="call_owned")]), Step(text="Blue it is.")])
     agent = make_agent(model, tools=[Tool.client("pick_color", "Ask the user for a color.")])
-    async with serve(agent) as (base, _):
+    async with serve_app(agent) as (base, _):
         async with connect(ws_url(base, "owner")) as owner, connect(ws_url(base, "intruder")) as intruder:
             await recv_past_opening(owner)
             await recv_past_opening(intruder)
@@ -227,7 +227,7 @@ async def test_rapid_connect_disconnect_during_a_streaming_turn_loses_nothing_an
     caplog.set_level(logging.WARNING)
     words = " ".join(f"w{i}" for i in range(120))
     agent = make_agent(ScriptedModel([Step(text=words)], delay=0.005))
-    async with serve(agent) as (base, app):
+    async with serve_app(agent) as (base, app):
         hub = app.state.hub
         async with connect(ws_url(base)) as ws:
             await recv_past_opening(ws)
@@ -265,7 +265,7 @@ async def test_rapid_connect_disconnect_during_a_streaming_turn_loses_nothing_an
 async def test_a_malformed_message_over_websocket_fails_its_own_request_only() -> None:
     agent = make_agent(ScriptedModel([Step(text="Healthy.")] * 3))
     bad = {"id": "a1", "role": "assistant", "parts": [{"type": "tool-get_weather", "state": "output-available", "output": 1}]}
-    async with serve(agent) as (base, _), connect(ws_url(base)) as ws:
+    async with serve_app(agent) as (base, _), connect(ws_url(base)) as ws:
         await recv_past_opening(ws)
         await ws.send(json.dumps(chat_request("bad", [user("q", "u1"), bad, user("q2", "u2")])))
         _, failed = await stream(ws, "bad")
@@ -317,7 +317,7 @@ WRONG_SHAPES: list[tuple[str, bytes, str]] = [
 
 async def test_chat_bodies_of_the_wrong_shape_get_400_json_errors_and_store_nothing() -> None:
     agent = make_agent(ScriptedModel([Step(text="Valid.")]))
-    async with serve(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+    async with serve_app(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
         failures = []
         for name, content, kind in WRONG_SHAPES:
             response = await http.post("/api/chat", content=content, headers={"content-type": "application/json"})
@@ -349,7 +349,7 @@ async def test_clients_tools_with_junk_entries_are_skipped_not_fatal() -> None:
 
     agent = make_agent(ScriptedModel([Step(text="Ok.")]), plugins=[Tools()])
     junk = [1, "x", None, {}, {"name": ""}, {"name": 5}, {"name": "ask_user", "parameters": "not a schema"}]
-    async with serve(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+    async with serve_app(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
         response = await http.post("/api/chat", content=body(clientTools=junk), headers={"content-type": "application/json"})
     assert response.status_code == 200 and '"delta":"Ok."' in response.text
     assert seen == [["ask_user"]]
@@ -373,7 +373,7 @@ POISONED = [
 @pytest.mark.parametrize(("name", "messages"), POISONED, ids=[p[0] for p in POISONED])
 async def test_malformed_parts_are_a_400_and_never_poison_the_session(name: str, messages: list[Any]) -> None:
     agent = make_agent(ScriptedModel([Step(text="Healthy.")] * 3))
-    async with serve(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+    async with serve_app(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
         first = await http.post("/api/chat", json={"id": "p", "messages": messages})
         second = await http.post("/api/chat", json={"id": "p", "messages": [user("fresh", "z1")]})
     assert first.status_code == 400 and first.json()["error"]["type"] == "invalid_request"
@@ -382,7 +382,7 @@ async def test_malformed_parts_are_a_400_and_never_poison_the_session(name: str,
 
 async def test_deeply_nested_json_body_is_a_400() -> None:
     agent = make_agent(ScriptedModel([]))
-    async with serve(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+    async with serve_app(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
         response = await http.post("/api/chat", content=b"[" * 100_000, headers={"content-type": "application/json"})
     assert response.status_code == 400 and response.json()["error"]["type"] == "invalid_json"
 
@@ -396,7 +396,7 @@ def measure() -> dict:
 async def test_a_tool_output_with_nan_is_streamed_as_valid_json_over_http_and_websocket() -> None:
     model = ScriptedModel([Step(tool_calls=[call("measure")]), "Measured.", Step(tool_calls=[call("measure")]), "Again."])
     agent = make_agent(model, tools=[measure])
-    async with serve(agent) as (base, _):
+    async with serve_app(agent) as (base, _):
         async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
             response = await http.post("/api/chat", json={"id": "n", "messages": [user("measure", "u1")]})
             events = [e[len("data: "):] for e in response.text.strip().split("\n\n")]

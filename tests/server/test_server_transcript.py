@@ -65,7 +65,7 @@ class Send(Protocol):
     ) -> Awaitable[list[dict[str, Any]]]: ...
 
 
-def chat_body(messages: list[dict[str, Any]], trigger: str, message_id: str | None) -> dict[str, Any]:
+def transcript_body(messages: list[dict[str, Any]], trigger: str, message_id: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {"messages": messages, "trigger": trigger}
     if message_id is not None:
         body["messageId"] = message_id
@@ -81,7 +81,7 @@ def http_sender(http: httpx.AsyncClient, chat_id: str) -> Send:
         started: asyncio.Event | None = None,
     ) -> list[dict[str, Any]]:
         chunks: list[dict[str, Any]] = []
-        body = {"id": chat_id, **chat_body(messages, trigger, message_id)}
+        body = {"id": chat_id, **transcript_body(messages, trigger, message_id)}
         async with http.stream("POST", "/api/chat", json=body) as response:
             assert response.status_code == 200
             async for line in response.aiter_lines():
@@ -129,7 +129,7 @@ class WsChat:
         self.chunks[request_id] = []
         self.started[request_id] = started or asyncio.Event()
         self.done[request_id] = asyncio.get_running_loop().create_future()
-        init = {"method": "POST", "body": json.dumps(chat_body(messages, trigger, message_id))}
+        init = {"method": "POST", "body": json.dumps(transcript_body(messages, trigger, message_id))}
         await self.ws.send(json.dumps({"type": "cf_agent_use_chat_request", "id": request_id, "init": init}))
         return await asyncio.wait_for(self.done[request_id], TIMEOUT)
 
@@ -214,7 +214,7 @@ async def test_edit_and_regenerate_with_a_turn_in_flight_end_the_same_over_both_
 # -- the reconciliation itself ----------------------------------------------------------------------
 
 
-def stored(*messages: dict[str, Any]) -> list[UIMessage]:
+def ui_messages(*messages: dict[str, Any]) -> list[UIMessage]:
     return [UIMessage.model_validate(m) for m in messages]
 
 
@@ -223,33 +223,33 @@ def pending_call(id: str, call_id: str, state: str = "input-available") -> dict[
 
 
 def test_an_edit_cuts_the_edited_message_and_what_followed_then_appends_the_clients_version() -> None:
-    history = stored(user("a", "u1"), assistant("a1"), user("b", "u2"), assistant("a2"))
-    plan = reconcile(history, stored(user("a, edited", "u1")), "submit-message", "u1")
+    history = ui_messages(user("a", "u1"), assistant("a1"), user("b", "u2"), assistant("a2"))
+    plan = reconcile(history, ui_messages(user("a, edited", "u1")), "submit-message", "u1")
     assert plan.cut == ["u1", "a1", "u2", "a2"] and not plan.continuation
     assert [(m.id, m.text) for m in plan.append] == [("u1", "a, edited")]
 
 
 def test_a_resent_settled_tool_part_without_a_new_message_is_a_continuation_that_cuts_nothing() -> None:
-    history = stored(user("pick", "u1"), pending_call("a1", "c1"))
+    history = ui_messages(user("pick", "u1"), pending_call("a1", "c1"))
     settled = pending_call("a1", "c1", "output-available")
     settled["parts"][0]["output"] = "blue"
     # The AI SDK names the answered message in messageId; that must not cut it.
-    plan = reconcile(history, stored(user("pick", "u1"), settled), "submit-message", "a1")
+    plan = reconcile(history, ui_messages(user("pick", "u1"), settled), "submit-message", "a1")
     assert plan.continuation and plan.cut == [] and plan.append == []
     assert plan.answers == [ToolAnswer("c1", output="blue")]
 
 
 def test_an_approval_resent_in_the_transcript_is_an_answer() -> None:
-    history = stored(user("mail", "u1"), pending_call("a1", "c1", "approval-requested"))
+    history = ui_messages(user("mail", "u1"), pending_call("a1", "c1", "approval-requested"))
     answered = pending_call("a1", "c1", "approval-responded")
     answered["parts"][0]["approval"] = {"id": "c1", "approved": False, "reason": "not now"}
-    plan = reconcile(history, stored(user("mail", "u1"), answered))
+    plan = reconcile(history, ui_messages(user("mail", "u1"), answered))
     assert plan.answers == [ToolAnswer("c1", approved=False, reason="not now")] and plan.continuation
 
 
 def test_a_regeneration_cuts_from_the_regenerated_message_and_answers_nothing() -> None:
-    history = stored(user("pick", "u1"), pending_call("a1", "c1"), user("more", "u2"), assistant("a2"))
-    plan = reconcile(history, stored(user("pick", "u1")), "regenerate-message", "a1", [ToolAnswer("c1", output=1)])
+    history = ui_messages(user("pick", "u1"), pending_call("a1", "c1"), user("more", "u2"), assistant("a2"))
+    plan = reconcile(history, ui_messages(user("pick", "u1")), "regenerate-message", "a1", [ToolAnswer("c1", output=1)])
     assert plan.cut == ["a1", "u2", "a2"] and plan.answers == [] and plan.append == []
 
 

@@ -59,7 +59,7 @@ class RecordingStore:
         return True
 
 
-def named(submission_id: str, submission: Submission) -> Submission:
+def with_id(submission_id: str, submission: Submission) -> Submission:
     return submission.model_copy(update={"submission_id": submission_id, "request_id": submission_id})
 
 
@@ -70,8 +70,8 @@ def test_nothing_retaken_reads_no_history() -> None:
 
 
 def test_recovery_requeues_marks_and_returns_the_rows_to_answer_in_order() -> None:
-    rows = [named("applied", row("u1", applied=True)), named("lost", row("u2", "u3")),
-            named("unmarked", row("u4")), named("partly", row("u4", "u5"))]
+    rows = [with_id("applied", row("u1", applied=True)), with_id("lost", row("u2", "u3")),
+            with_id("unmarked", row("u4")), with_id("partly", row("u4", "u5"))]
     store = RecordingStore(rows, ["u1", "u2", "u4"])
     answer = recover_submissions(store, "x")  # type: ignore[arg-type]
     assert [(r.submission_id, r.messages_applied) for r in answer] == [("applied", True), ("unmarked", True)]
