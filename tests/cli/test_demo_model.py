@@ -24,7 +24,7 @@ def demo_agent(tmp_path):
     return build_agent(args)
 
 
-def tool_parts(message):
+def static_tool_parts(message):
     return [p for p in message.parts if p["type"].startswith("tool-")]
 
 
@@ -33,22 +33,22 @@ async def test_the_city_and_the_note_come_from_what_was_typed(tmp_path):
     try:
         session = agent.session("s")
         result = await session.chat("What's the weather like in Porto today?")
-        [weather] = tool_parts(result.message)
+        [weather] = static_tool_parts(result.message)
         assert weather["input"] == {"city": "Porto"}
         assert weather["output"]["city"] == "Porto"
         assert "Porto: " in result.text
 
         result = await session.chat("Weather in Oslo and Tokyo, please")
-        assert [p["input"]["city"] for p in tool_parts(result.message)] == ["oslo", "tokyo"]
+        assert [p["input"]["city"] for p in static_tool_parts(result.message)] == ["oslo", "tokyo"]
         assert "Oslo: -3°C and snowing; Tokyo: 12°C and clear." in result.text
 
         result = await session.chat("Take a note: call the plumber on Monday.")
-        [note] = tool_parts(result.message)
+        [note] = static_tool_parts(result.message)
         assert note["input"] == {"text": "call the plumber on Monday"}
         assert note["output"] == "saved: call the plumber on Monday"
 
         result = await session.chat("remember that the code is 4312")
-        assert tool_parts(result.message)[0]["input"] == {"text": "the code is 4312"}
+        assert static_tool_parts(result.message)[0]["input"] == {"text": "the code is 4312"}
     finally:
         await agent.aclose()
 
@@ -64,14 +64,14 @@ async def test_the_email_tool_waits_for_approval_and_respects_a_denial(tmp_path)
     try:
         session = agent.session("s")
         result = await session.chat("Email ada@example.com: lunch at one?")
-        [mail] = tool_parts(result.message)
+        [mail] = static_tool_parts(result.message)
         assert mail["type"] == "tool-send_email" and mail["state"] == "approval-requested"
         assert mail["input"] == {"to": "ada@example.com", "text": "lunch at one?"}
         approved = await session.approve_tool_call(mail["toolCallId"], True)
         assert approved is not None and "sent to ada@example.com: lunch at one?" in approved.text
 
         result = await session.chat("send an email to Bob")
-        [mail] = tool_parts(result.message)
+        [mail] = static_tool_parts(result.message)
         assert mail["input"]["to"] == "Bob"
         denied = await session.approve_tool_call(mail["toolCallId"], False)
         assert denied is not None and "did not send it" in denied.text
@@ -109,13 +109,13 @@ async def test_where_am_i_calls_the_client_tool_the_front_end_offers(tmp_path):
         session = agent.session("s")
         get_location = {"name": "get_location", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}
         asked = await session.chat("where am I?", body={"clientTools": [get_location]})
-        [part] = tool_parts(asked.message)
+        [part] = static_tool_parts(asked.message)
         assert (part["type"], part["state"]) == ("tool-get_location", "input-available")  # waits for the page
         await session.add_tool_result(part["toolCallId"], output={"city": "Porto"})
         history = await session.messages()
         assert "city: Porto" in history[-1].parts[-1]["text"]
         without = await agent.session("t").chat("where am I?")
-        assert tool_parts(without.message) == [] and "offers no get_location tool" in without.text
+        assert static_tool_parts(without.message) == [] and "offers no get_location tool" in without.text
     finally:
         await agent.aclose()
 
@@ -129,11 +129,11 @@ async def test_the_page_tools_are_the_demo_tools_and_call_ids_never_repeat(tmp_p
     try:
         clock = {"name": CLOCK_TOOL, "parameters": {"type": "object", "properties": {}}}
         asked = await agent.session("s").chat("what time is it?", body={"clientTools": [clock]})
-        [part] = tool_parts(asked.message)
+        [part] = static_tool_parts(asked.message)
         assert (part["type"], part["state"]) == (f"tool-{CLOCK_TOOL}", "input-available")
         # Call ids are unique, not numbered per model (two demo servers share a database).
         second = await agent.session("s2").chat("what time is it?", body={"clientTools": [clock]})
-        [again] = tool_parts(second.message)
+        [again] = static_tool_parts(second.message)
         assert re.fullmatch(r"call_[0-9a-f]{16}", part["toolCallId"]) and again["toolCallId"] != part["toolCallId"]
     finally:
         await agent.aclose()

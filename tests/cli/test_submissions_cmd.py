@@ -21,21 +21,21 @@ def think(*args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def ask(n: int) -> list[UIMessage]:
+def questions(n: int) -> list[UIMessage]:
     return [UIMessage(id=f"m{n}", role="user", parts=[{"type": "text", "text": f"question {n}"}])]
 
 
 def test_running_orphaned_unclaimed_and_queued_submissions_across_sessions(db: str) -> None:
     with open_store(db) as dead:  # a machine that died holding a lease that is over now
-        dead.create_submission("gone", ask(1), submission_id="expired")
+        dead.create_submission("gone", questions(1), submission_id="expired")
         dead.claim_next_submission("gone", lease=0.001)
-        dead.create_submission("gone", ask(2), submission_id="behind")
+        dead.create_submission("gone", questions(2), submission_id="behind")
     store = open_store(db)
     try:
-        store.create_submission("live", ask(3), submission_id="held")
+        store.create_submission("live", questions(3), submission_id="held")
         store.claim_next_submission("live", lease=600.0)  # this process: alive, its lease long
-        store.create_submission("new", ask(4), submission_id="next")
-        store.create_submission("done", ask(5), submission_id="finished")
+        store.create_submission("new", questions(4), submission_id="next")
+        store.create_submission("done", questions(5), submission_id="finished")
         store.finish_submission("done", "finished", "completed")
 
         listed = think("submissions", "--db", db, "--json")

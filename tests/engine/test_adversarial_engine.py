@@ -34,7 +34,7 @@ from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.store import SQLiteStore
 
 
-def agent_with(steps: list[Any], *plugins: Any, tools: Any = (), **kwargs: Any) -> tuple[Think, ScriptedModel]:
+def agent_and_model(steps: list[Any], *plugins: Any, tools: Any = (), **kwargs: Any) -> tuple[Think, ScriptedModel]:
     model = kwargs.pop("model", None) or ScriptedModel(steps)
     return make_agent(model, tools=tools, plugins=plugins, **kwargs), model
 
@@ -94,7 +94,7 @@ async def test_non_json_tool_outputs_are_converted_persisted_and_sent(make_outpu
 
     rec = Recorder()
     db = str(tmp_path / "t.db")
-    agent, model = agent_with([Step(tool_calls=[call("produce")]), "done"], rec, tools=[produce], store=db)
+    agent, model = agent_and_model([Step(tool_calls=[call("produce")]), "done"], rec, tools=[produce], store=db)
     result = await agent.session("s").chat("go")
     assert result.status == "completed" and result.text == "done"
 
@@ -141,7 +141,7 @@ def raises_exploding_str() -> str:
 @pytest.mark.parametrize("name", ["returns_exploding_repr", "raises_exploding_str"])
 async def test_tool_output_that_cannot_even_be_repred_is_an_error_result_not_a_crash(name: str) -> None:
     rec = Recorder()
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(text="Calling.", tool_calls=[call(name)]), "recovered"],
         rec,
         tools=[returns_exploding_repr, raises_exploding_str],
@@ -163,7 +163,7 @@ async def test_huge_tool_output_is_persisted_and_sent_intact() -> None:
         """A very large result."""
         return big
 
-    agent, model = agent_with([Step(tool_calls=[call("dump")]), "read it"], tools=[dump])
+    agent, model = agent_and_model([Step(tool_calls=[call("dump")]), "read it"], tools=[dump])
     session = agent.session("s")
     result = await session.chat("go")
     assert result.status == "completed"
@@ -194,7 +194,7 @@ async def generator_fails(path: str):
 @pytest.mark.parametrize("name", ["sync_fails", "async_fails", "generator_fails"])
 async def test_a_raising_tool_is_an_error_result_and_the_turn_goes_on(name: str) -> None:
     rec = Recorder()
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(text="Reading.", tool_calls=[call(name, {"path": "/etc/shadow"})]), "It failed, sorry."],
         rec, tools=[sync_fails, async_fails, generator_fails],
     )
@@ -209,7 +209,7 @@ async def test_a_raising_tool_is_an_error_result_and_the_turn_goes_on(name: str)
 
 
 async def test_a_generator_tool_failing_after_a_yield_is_persisted_as_a_final_error() -> None:
-    agent, model = agent_with([Step(tool_calls=[call("generator_fails", {"path": "x"})]), "ok"], tools=[generator_fails])
+    agent, model = agent_and_model([Step(tool_calls=[call("generator_fails", {"path": "x"})]), "ok"], tools=[generator_fails])
     session = agent.session("s")
     await session.chat("go")
     part = tool_parts((await session.messages())[-1])[0]
@@ -243,7 +243,7 @@ def book(city: str, nights: int, guests: int = 1) -> str:
 )
 async def test_invalid_tool_input_is_an_error_result_naming_the_problem(raw: Any, mentions: str) -> None:
     rec = Recorder()
-    agent, model = agent_with([Step(tool_calls=[call("book", raw)]), "I will ask again."], rec, tools=[book])
+    agent, model = agent_and_model([Step(tool_calls=[call("book", raw)]), "I will ask again."], rec, tools=[book])
     session = agent.session("s")
     result = await session.chat("book Rome")
     assert result.status == "completed" and result.text == "I will ask again."
@@ -265,7 +265,7 @@ async def test_invalid_tool_input_is_an_error_result_naming_the_problem(raw: Any
 )
 async def test_unknown_tool_names_with_odd_characters_are_error_results(name: str, tmp_path: Any) -> None:
     db = str(tmp_path / "odd.db")
-    agent, model = agent_with([Step(tool_calls=[call(name, {})]), "ok"], tools=[book], store=db)
+    agent, model = agent_and_model([Step(tool_calls=[call(name, {})]), "ok"], tools=[book], store=db)
     session = agent.session("s")
     result = await session.chat("go")
     assert result.status == "completed"
@@ -287,7 +287,7 @@ async def test_a_tool_whose_name_has_dashes_and_dots_round_trips_through_history
         """The weather."""
         return {"city": city, "sky": "clear"}
 
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(tool_calls=[call("get-weather.v2", {"city": "Oslo"}, id="c1")]), "Clear.", "Still clear."], tools=[weather]
     )
     session = agent.session("s")
@@ -310,7 +310,7 @@ def echo(n: int) -> int:
 
 async def test_a_tool_call_id_reused_across_steps_loses_nothing() -> None:
     # Several OpenAI-compatible servers number calls per response ("call_0"), so the id repeats.
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [
             Step(tool_calls=[call("echo", {"n": 1}, id="call_0")]),
             Step(tool_calls=[call("echo", {"n": 2}, id="call_0")]),
@@ -326,7 +326,7 @@ async def test_a_tool_call_id_reused_across_steps_loses_nothing() -> None:
 
 
 async def test_the_same_tool_call_id_twice_in_one_step_loses_nothing() -> None:
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(tool_calls=[call("echo", {"n": 1}, id="dup"), call("echo", {"n": 2}, id="dup")]), "ok"],
         tools=[echo],
     )
@@ -408,7 +408,7 @@ async def test_a_plugin_raising_in_every_observer_and_tool_hook_at_once_does_not
 
     rec = Recorder()
     # Registered last → runs first: the crasher's failures come before the recorder sees anything.
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(text="Let me add.", tool_calls=[call("add", {"a": 1, "b": 2})]), "Done."], rec, CrashEverywhere(), tools=[add]
     )
     session = agent.session("s")
@@ -443,7 +443,7 @@ async def test_a_fail_closed_hook_crashing_mid_turn_keeps_the_partial_and_the_or
 
     rec = Recorder()
     crasher = CrashEverywhere(in_before_step_at=1)
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(text="Step zero.", tool_calls=[call("add", {"a": 2, "b": 2})]), "never streamed"],
         rec, crasher, tools=[add],
     )
@@ -486,7 +486,7 @@ async def test_a_crashing_decision_hook_is_reported_with_the_plugins_name(hook: 
         """Add."""
         return a + b
 
-    agent, model = agent_with([Step(tool_calls=[call("add", {"a": 1, "b": 1})]), "ok"], Culprit(), Quiet(), tools=[add])
+    agent, model = agent_and_model([Step(tool_calls=[call("add", {"a": 1, "b": 1})]), "ok"], Culprit(), Quiet(), tools=[add])
     result = await agent.session("s").chat("go")
     reported = (result.error or "") + "".join(p.get("errorText", "") for p in tool_parts(result.message)) + caplog.text
     assert "kaput" in reported
@@ -542,7 +542,7 @@ async def test_session_cancel_interrupts_a_slow_async_hook_and_keeps_what_was_do
 
     rec = Recorder()
     slow = SlowHook(hook)
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(text="Adding.", tool_calls=[call("add", {"a": 1, "b": 2}), call("add", {"a": 3, "b": 4})]), "never"],
         rec, slow, tools=[add],
     )
@@ -593,7 +593,7 @@ async def test_cancelling_a_generator_tool_closes_the_generator_and_keeps_its_pr
         finally:
             closed.set()
 
-    agent, model = agent_with([Step(tool_calls=[call("crawl", {"pages": 1000})]), "never"], tools=[crawl])
+    agent, model = agent_and_model([Step(tool_calls=[call("crawl", {"pages": 1000})]), "never"], tools=[crawl])
     session = agent.session("s")
     task = asyncio.create_task(session.chat("crawl", request_id="r1"))
     await asyncio.wait_for(progress.wait(), 3)
@@ -653,7 +653,7 @@ async def test_outside_cancellation_during_a_slow_tool_propagates_and_keeps_the_
         await asyncio.sleep(30)
         return "never"
 
-    agent, model = agent_with([Step(text="Waiting.", tool_calls=[call("wait_forever")])], tools=[wait_forever])
+    agent, model = agent_and_model([Step(text="Waiting.", tool_calls=[call("wait_forever")])], tools=[wait_forever])
     session = agent.session("s")
     task = asyncio.create_task(session.chat("go"))
     await asyncio.wait_for(entered.wait(), 3)
@@ -670,7 +670,7 @@ async def test_outside_cancellation_during_a_slow_tool_propagates_and_keeps_the_
 
 
 async def test_tool_results_for_unknown_or_settled_calls_are_refused_or_ignored() -> None:
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(tool_calls=[call("pick", {}, id="c1")]), "Thanks."], tools=[Tool.client("pick", "Pick a number.")]
     )
     session = agent.session("s")
@@ -689,7 +689,7 @@ async def test_tool_results_for_unknown_or_settled_calls_are_refused_or_ignored(
 
 
 async def test_an_approval_for_a_call_that_awaits_no_approval_loses_nothing() -> None:
-    agent, model = agent_with(
+    agent, model = agent_and_model(
         [Step(tool_calls=[call("pick", {}, id="c1")]), "Thanks.", "Thanks again."], tools=[Tool.client("pick")]
     )
     session = agent.session("s")
@@ -704,7 +704,7 @@ async def test_an_approval_for_a_call_that_awaits_no_approval_loses_nothing() ->
 
 
 async def test_a_malformed_message_never_poisons_the_session() -> None:
-    agent, model = agent_with(["one", "two"], model=ScriptedModel(["one", "two"]))
+    agent, model = agent_and_model(["one", "two"], model=ScriptedModel(["one", "two"]))
     session = agent.session("s")
     bad = {"id": "a1", "role": "assistant", "parts": [{"type": "tool-x", "state": "output-available", "output": 1}]}
     try:

@@ -53,7 +53,7 @@ class Answers:
         self.errors.append(error)
 
 
-def agent(model: ScriptedModel, plugin: Answers, tmp_path: Any) -> Think:
+def answers_agent(model: ScriptedModel, plugin: Answers, tmp_path: Any) -> Think:
     return Think(model, tools=[read, delete], plugins=[plugin], load_entrypoints=False,
                  store=str(tmp_path / "think.db"))
 
@@ -63,7 +63,7 @@ async def test_a_think_style_before_turn_with_camel_case_keys_works_unchanged(tm
     model = ScriptedModel([Step(text="Reading.", tool_calls=[call("read", {"path": "a.txt"})]), "never asked"])
     plugin = Answers(before_turn={"activeTools": ["read"], "maxSteps": 1, "instructions": "Be brief.",
                                   "stopSequences": ["END"], "maxOutputTokens": 50})
-    result = await agent(model, plugin, tmp_path).session("s").chat("read a.txt")
+    result = await answers_agent(model, plugin, tmp_path).session("s").chat("read a.txt")
     assert result.status == "completed", result.error
     assert len(model.requests) == 1  # maxSteps: 1
     request = model.requests[0]
@@ -75,7 +75,7 @@ async def test_a_think_style_before_turn_with_camel_case_keys_works_unchanged(tm
 async def test_a_step_config_takes_camel_case_too(tmp_path: Any) -> None:
     model = ScriptedModel(["Done."])
     plugin = Answers(before_step={"activeTools": [], "toolChoice": "none"})
-    result = await agent(model, plugin, tmp_path).session("s").chat("hi")
+    result = await answers_agent(model, plugin, tmp_path).session("s").chat("hi")
     assert result.status == "completed", result.error
     assert model.requests[0].tools == [] and model.requests[0].tool_choice == "none"
 
@@ -93,7 +93,7 @@ async def test_an_unknown_key_fails_the_turn_naming_the_plugin_and_the_key(
 ) -> None:
     model = ScriptedModel([Step(tool_calls=[call("read", {"path": "a.txt"})]), "Done."])
     plugin = Answers(**{hook: answer})
-    result = await agent(model, plugin, tmp_path).session("s").chat("read a.txt")
+    result = await answers_agent(model, plugin, tmp_path).session("s").chat("read a.txt")
     assert result.status == "error"
     [error] = plugin.errors
     assert isinstance(error, PluginError)
@@ -106,7 +106,7 @@ async def test_an_unknown_key_in_a_tool_decision_keeps_the_call_from_running(tmp
     # why) and the turn goes on.
     model = ScriptedModel([Step(tool_calls=[call("read", {"path": "a.txt"})]), "Done."])
     plugin = Answers(before_tool_call={"action": "allow", "inputs": {"path": "b.txt"}})
-    result = await agent(model, plugin, tmp_path).session("s").chat("read a.txt")
+    result = await answers_agent(model, plugin, tmp_path).session("s").chat("read a.txt")
     assert result.status == "completed", result.error
     [answer] = [m for m in model.requests[1].messages if m.role == "tool"]
     text = str(answer.output) + str(getattr(answer, "error", ""))

@@ -34,7 +34,7 @@ async def seed(session, turns: int) -> None:
         )
 
 
-def agent_for(model, rec=None, **kwargs) -> Think:
+def compacting_agent(model, rec=None, **kwargs) -> Think:
     plugins = [OverflowClassifier()] + ([rec] if rec else [])
     kwargs.setdefault("compaction", {"tail_tokens": 300})
     return Think(model, plugins=plugins, load_entrypoints=False, summarizer=summarizer, **kwargs)
@@ -43,7 +43,7 @@ def agent_for(model, rec=None, **kwargs) -> Think:
 async def test_overflow_then_success_after_compaction():
     rec = Recorder()
     model = ScriptedModel([Step(text="partial that must vanish", error=OVERFLOW, error_after_output=True), "Fits now."])
-    agent = agent_for(model, rec, context_overflow={"reactive": True})
+    agent = compacting_agent(model, rec, context_overflow={"reactive": True})
     session = agent.session("s")
     await seed(session, 6)
     result = await session.chat("final question")
@@ -61,7 +61,7 @@ async def test_overflow_then_success_after_compaction():
 async def test_second_overflow_is_terminal_with_classification():
     rec = Recorder()
     model = ScriptedModel([Step(error=OVERFLOW), Step(error=OVERFLOW)])
-    agent = agent_for(model, rec, context_overflow={"reactive": True, "max_retries": 1})
+    agent = compacting_agent(model, rec, context_overflow={"reactive": True, "max_retries": 1})
     session = agent.session("s")
     await seed(session, 6)
     result = await session.chat("again")
@@ -74,7 +74,7 @@ async def test_second_overflow_is_terminal_with_classification():
 
 async def test_overflow_without_reactive_recovery_is_terminal_at_once():
     model = ScriptedModel([Step(error=OVERFLOW)])
-    agent = agent_for(model)
+    agent = compacting_agent(model)
     session = agent.session("s")
     await seed(session, 3)
     assert (await session.chat("x")).status == "error"
@@ -83,7 +83,7 @@ async def test_overflow_without_reactive_recovery_is_terminal_at_once():
 
 async def test_recovery_stops_when_compaction_cannot_shrink():
     model = ScriptedModel([Step(error=OVERFLOW), "unreachable"])
-    agent = agent_for(model, context_overflow={"reactive": True, "max_retries": 3})
+    agent = compacting_agent(model, context_overflow={"reactive": True, "max_retries": 3})
     session = agent.session("s")
     result = await session.chat("only one short message")  # nothing to compact
     assert result.status == "error" and len(model.requests) == 1
@@ -92,7 +92,7 @@ async def test_recovery_stops_when_compaction_cannot_shrink():
 async def test_overflow_on_a_continuation_is_recovered():
     rec = Recorder()
     model = ScriptedModel([Step(error=OVERFLOW), "…and they lived happily."])
-    agent = agent_for(model, rec, context_overflow={"reactive": True})
+    agent = compacting_agent(model, rec, context_overflow={"reactive": True})
     session = agent.session("s")
     await seed(session, 6)
     await session.add_messages([{"role": "assistant", "parts": [{"type": "text", "text": "Once upon a time"}]}])
@@ -105,13 +105,13 @@ async def test_transient_error_before_output_is_retried_but_not_after_output():
     overloaded = ProviderError("Overloaded", status=529, type="overloaded_error")
     rec = Recorder()
     model = ScriptedModel([Step(error=overloaded), "Recovered."])
-    agent = agent_for(model, rec, retry={"base_delay": 0.01})
+    agent = compacting_agent(model, rec, retry={"base_delay": 0.01})
     result = await agent.session("a").chat("hi")
     assert result.status == "completed" and result.text == "Recovered."
     assert len(model.requests) == 2
 
     later = ScriptedModel([Step(text="Half an answ", error=overloaded, error_after_output=True), "never"])
-    agent2 = agent_for(later, retry={"base_delay": 0.01})
+    agent2 = compacting_agent(later, retry={"base_delay": 0.01})
     failed = await agent2.session("b").chat("hi")
     assert failed.status == "error" and len(later.requests) == 1
     assert failed.message.text == "Half an answ"
@@ -120,7 +120,7 @@ async def test_transient_error_before_output_is_retried_but_not_after_output():
 async def test_rate_limit_retry_honours_retry_after_and_is_bounded():
     limited = ProviderError("Rate limit reached", status=429, code="rate_limit_exceeded", headers={"retry-after-ms": "20"})
     model = ScriptedModel([Step(error=limited)] * 3 + ["late"])
-    agent = agent_for(model, retry={"max_retries": 2, "base_delay": 5})
+    agent = compacting_agent(model, retry={"max_retries": 2, "base_delay": 5})
     result = await agent.session("s").chat("hi")
     assert result.status == "error" and len(model.requests) == 3  # 1 attempt + 2 retries
 
@@ -132,7 +132,7 @@ async def test_proactive_guard_compacts_before_a_step():
         return Step(text="ok")
 
     model = ScriptedModel([step], repeat=True)
-    agent = agent_for(model, rec, context_overflow={"proactive": {"max_input_tokens": 400, "headroom": 0.9}})
+    agent = compacting_agent(model, rec, context_overflow={"proactive": {"max_input_tokens": 400, "headroom": 0.9}})
     session = agent.session("s")
     await seed(session, 8)
     await session.chat("first")  # its step reports input tokens above the threshold
@@ -176,7 +176,7 @@ async def test_two_hundred_turns_keep_running_under_compact_after():
         return Step(text="Looking it up.", tool_calls=[call("lookup", {"n": len(request.messages)})])
 
     model = ContextLimitedModel(ScriptedModel([step], repeat=True), limit=1500)
-    agent = agent_for(model, tools=[lookup], context_overflow={"reactive": True})
+    agent = compacting_agent(model, tools=[lookup], context_overflow={"reactive": True})
     session = agent.session("long")
     session.compact_after(800)
     for i in range(200):

@@ -27,7 +27,7 @@ class SessionReader:
         self.responses.append(result)
 
 
-def agent_with(plugin: SessionReader, steps: list[Step]) -> Think:
+def reading_agent(plugin: SessionReader, steps: list[Step]) -> Think:
     agent = Think(ScriptedModel(steps), store=":memory:", load_entrypoints=False, plugins=[plugin],
                   retry={"max_retries": 0})
     plugin.agent = agent
@@ -36,7 +36,7 @@ def agent_with(plugin: SessionReader, steps: list[Step]) -> Think:
 
 async def test_on_chat_error_sees_the_partial_answer_already_stored() -> None:
     plugin = SessionReader()
-    agent = agent_with(plugin, [Step(text="half an ", error=RuntimeError("upstream fell over"), error_after_output=True)])
+    agent = reading_agent(plugin, [Step(text="half an ", error=RuntimeError("upstream fell over"), error_after_output=True)])
     try:
         session = agent.session("s")
         result = await session.chat("hi")
@@ -57,7 +57,7 @@ async def test_on_chat_error_sees_the_partial_answer_already_stored() -> None:
 
 async def test_on_chat_response_gets_no_message_when_none_was_stored() -> None:
     plugin = SessionReader()
-    agent = agent_with(plugin, [Step(error=RuntimeError("refused"))])
+    agent = reading_agent(plugin, [Step(error=RuntimeError("refused"))])
     try:
         session = agent.session("s")
         result = await session.chat("hi")

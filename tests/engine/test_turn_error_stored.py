@@ -13,7 +13,7 @@ UNKNOWN_MODEL = {"error": {"message": "The model `gpt-nope` does not exist or yo
                            "type": "invalid_request_error", "param": None, "code": "model_not_found"}}
 
 
-def agent_for(server: LoopbackServer) -> Think:
+def unknown_model_agent(server: LoopbackServer) -> Think:
     model = OpenAIChatModel("gpt-nope", base_url=server.url + "/v1", api_key="sk-test",
                             retry_policy=RetryPolicy(max_retries=1, initial_delay=0.01, max_delay=0.02))
     return Think(model, store=":memory:", load_entrypoints=False, retry={"max_retries": 0})
@@ -21,7 +21,7 @@ def agent_for(server: LoopbackServer) -> Think:
 
 async def test_an_error_before_any_output_is_noted_on_the_message_it_answered(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(UNKNOWN_MODEL, status=404))
-    agent = agent_for(loopback)
+    agent = unknown_model_agent(loopback)
     try:
         session = agent.session("s")
         result = await session.chat("hi")
@@ -37,7 +37,7 @@ async def test_an_error_before_any_output_is_noted_on_the_message_it_answered(lo
 async def test_an_error_after_output_is_kept_with_the_partial_answer(loopback: LoopbackServer) -> None:
     # 5xx after retries: the stream breaks off after some text, which is kept with the error.
     loopback.enqueue(Reply.sse(sse_body(*oa_events("Half an ", "answer")), disconnect_after=2))
-    agent = agent_for(loopback)
+    agent = unknown_model_agent(loopback)
     try:
         session = agent.session("s")
         result = await session.chat("hi")

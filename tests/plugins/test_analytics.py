@@ -81,7 +81,7 @@ def four_outcomes(delay: float = 0.0) -> ScriptedModel:
     )
 
 
-def make(model: ScriptedModel, *plugins: Any, settings: dict | None = None) -> Think:
+def analytics_agent(model: ScriptedModel, *plugins: Any, settings: dict | None = None) -> Think:
     return make_agent(model, tools=[lookup, wipe, broken, cached], plugins=plugins, settings=settings)
 
 
@@ -118,7 +118,7 @@ def by_kind(points: list[DataPoint], kind: str) -> list[DataPoint]:
 async def test_sqlite_sink_records_every_outcome_steps_and_the_turn(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     plugin = TrackedAnalytics()
-    agent = make(four_outcomes(delay=0.005), Decider(), plugin, settings={"analytics": {"path": str(db)}})
+    agent = analytics_agent(four_outcomes(delay=0.005), Decider(), plugin, settings={"analytics": {"path": str(db)}})
     result = await agent.session("sess-1").chat("go")
     await drain(agent)
     assert result.status == "completed"
@@ -149,7 +149,7 @@ async def test_sqlite_sink_records_every_outcome_steps_and_the_turn(tmp_path: Pa
 
 async def test_jsonl_sink(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
-    agent = make(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)}))
+    agent = analytics_agent(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)}))
     await agent.session("s").chat("go")
     await drain(agent)
     points = read_jsonl_points(path)
@@ -162,7 +162,7 @@ async def test_jsonl_sink(tmp_path: Path) -> None:
 async def test_error_turn_is_recorded_with_its_status(tmp_path: Path) -> None:
     db = tmp_path / "a.db"
     model = ScriptedModel([Step(error=RuntimeError("model exploded"))])
-    result = await make(model, TrackedAnalytics({"path": str(db)})).session("s").chat("go")
+    result = await analytics_agent(model, TrackedAnalytics({"path": str(db)})).session("s").chat("go")
     await drain_all()
     assert result.status == "error"
     (turn,) = by_kind(read_sqlite_points(db), "turn")
@@ -182,7 +182,7 @@ async def test_latency_survives_a_hidden_before_turn(tmp_path: Path) -> None:
 
     db = tmp_path / "a.db"
     model = ScriptedModel(["one two three four five six"], delay=0.01)
-    await make(model, TrackedAnalytics({"path": str(db)}), DecidesTurn()).session("s").chat("go")
+    await analytics_agent(model, TrackedAnalytics({"path": str(db)}), DecidesTurn()).session("s").chat("go")
     await drain_all()
     (turn,) = by_kind(read_sqlite_points(db), "turn")
     assert turn["doubles"][0] >= 60
@@ -205,7 +205,7 @@ class CrashingSink:
 async def test_a_crashing_sink_never_fails_a_turn(caplog: pytest.LogCaptureFixture) -> None:
     sink = CrashingSink()
     plugin = TrackedAnalytics(sink=sink)
-    result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+    result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
     await drain_all()
     assert result.status == "completed" and result.text == "all done now"
     assert sink.calls == 1
@@ -218,7 +218,7 @@ async def test_a_crashing_sink_never_fails_a_turn(caplog: pytest.LogCaptureFixtu
 
 async def test_unwritable_sqlite_path_never_fails_a_turn(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     plugin = TrackedAnalytics({"path": str(tmp_path / "missing-dir" / "a.db")})
-    result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+    result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
     await drain_all()
     assert result.status == "completed"
     assert plugin.dropped == 7
@@ -242,7 +242,7 @@ async def test_http_sink_retries_a_failed_post_then_delivers(collector: Loopback
     collector.enqueue(Reply(status=503))
     plugin = TrackedAnalytics(http_settings(collector.url + "/ingest", headers={"authorization": "Bearer t"}))
     try:
-        result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         await drain_all()
         assert result.status == "completed"
         await plugin.flush()
@@ -262,7 +262,7 @@ async def test_http_sink_never_makes_the_turn_wait(collector: LoopbackServer) ->
     collector.enqueue(Reply(status=200, delay=0.3))
     plugin = TrackedAnalytics(http_settings(collector.url))
     try:
-        result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         assert result.status == "completed"
         assert plugin.written == 0  # still on its way
         await plugin.drain()
@@ -274,7 +274,7 @@ async def test_http_sink_never_makes_the_turn_wait(collector: LoopbackServer) ->
 async def test_http_sink_batches(collector: LoopbackServer) -> None:
     plugin = TrackedAnalytics(http_settings(collector.url, batch_size=3))
     try:
-        await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         await drain_all()
         await plugin.flush()
     finally:
@@ -286,7 +286,7 @@ async def test_http_sink_batches(collector: LoopbackServer) -> None:
 async def test_down_collector_drops_points_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     plugin = TrackedAnalytics(http_settings(f"http://127.0.0.1:{closed_port()}/ingest", max_retries=2))
     try:
-        result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         await drain_all()
         assert result.status == "completed" and result.text == "all done now"
         await plugin.flush()
@@ -303,7 +303,7 @@ async def test_collector_refusing_a_batch_is_not_retried(
     collector.enqueue(Reply.json({"error": "bad"}, status=400))
     plugin = TrackedAnalytics(http_settings(collector.url))
     try:
-        await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         await drain_all()
         await plugin.flush()
     finally:
@@ -317,7 +317,7 @@ async def test_full_queue_drops_the_oldest_with_a_warning(
 ) -> None:
     plugin = TrackedAnalytics(http_settings(collector.url, max_queue=3))
     try:
-        await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         await drain_all()
         await plugin.flush()
     finally:
@@ -391,7 +391,7 @@ async def test_report_command_reads_the_database(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], report_command: None
 ) -> None:
     db = tmp_path / "a.db"
-    agent = make(four_outcomes(), Decider(), TrackedAnalytics({"path": str(db)}))
+    agent = analytics_agent(four_outcomes(), Decider(), TrackedAnalytics({"path": str(db)}))
     await agent.session("s").chat("go")
     await drain(agent)
 
@@ -422,7 +422,7 @@ async def test_report_command_reads_jsonl(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], report_command: None
 ) -> None:
     path = tmp_path / "a.jsonl"
-    await make(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)})).session("s").chat("go")
+    await analytics_agent(four_outcomes(), Decider(), TrackedAnalytics({"sink": "jsonl", "path": str(path)})).session("s").chat("go")
     await drain_all()
     assert main(["analytics", "report", "--jsonl", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["turns"]["total"] == 1
@@ -434,13 +434,13 @@ async def test_sqlite_sink_never_makes_the_turn_wait(tmp_path: Path) -> None:
 
     db = tmp_path / "locked.db"
     plugin = TrackedAnalytics({"path": str(db)})
-    agent = make(four_outcomes(), Decider(), plugin)
+    agent = analytics_agent(four_outcomes(), Decider(), plugin)
     await agent.session("warm").chat("go")  # creates the schema
     await plugin.drain()
     locker = sqlite3.connect(db)
     locker.execute("BEGIN EXCLUSIVE")
     try:
-        result = await make(four_outcomes(), Decider(), plugin).session("s").chat("go")
+        result = await analytics_agent(four_outcomes(), Decider(), plugin).session("s").chat("go")
         assert result.status == "completed"
         assert plugin.written == 7  # the second turn's points are still waiting for the lock
     finally:

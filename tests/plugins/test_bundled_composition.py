@@ -72,7 +72,7 @@ def entry_points(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("THINK_PLUGINS")
 
 
-def make(tmp_path: Path, model: ScriptedModel, tools: Tools, *, cache: dict | None = None,
+def bundled_agent(tmp_path: Path, model: ScriptedModel, tools: Tools, *, cache: dict | None = None,
          analytics: dict | None = None) -> Think:
     settings = {
         "tool_cache": cache if cache is not None else {"backend": "sqlite", "path": str(tmp_path / "cache.db")},
@@ -86,7 +86,7 @@ def plugin(agent: Think, name: str) -> Any:
 
 
 async def test_all_five_load_from_entry_points_guard_before_cache(entry_points: None, tmp_path: Path) -> None:
-    agent = make(tmp_path, ScriptedModel([]), Tools())
+    agent = bundled_agent(tmp_path, ScriptedModel([]), Tools())
     infos = {info.name: info for info in agent.plugin_manager.plugin_infos}
     assert set(infos) == BUNDLED
     assert all(info.status == "loaded" and info.distribution == "think-agent" for info in infos.values())
@@ -102,7 +102,7 @@ async def test_cached_answer_cannot_bypass_read_only_mode(entry_points: None, tm
     tools = Tools()
     set_it = ("set_price", {"item": "tea", "price": 3})
     model = ScriptedModel([*calls_then_answer(set_it), *calls_then_answer(set_it), *calls_then_answer(set_it)])
-    agent = make(tmp_path, model, tools)
+    agent = bundled_agent(tmp_path, model, tools)
     session = agent.session("s")
     cache = plugin(agent, "tool_cache")
 
@@ -137,7 +137,7 @@ async def test_read_only_tool_cached_destructive_tool_invalidates_and_every_outc
     model = ScriptedModel(
         calls_then_answer(price, price, ("delete_item", {"item": "tea"}), price, ("flaky", {}))
     )
-    agent = make(tmp_path, model, tools)
+    agent = bundled_agent(tmp_path, model, tools)
     result = await agent.session("s").chat("go", body={"read_only": False})
     assert result.status == "completed"
     assert tool_outputs(model)[:4] == [
@@ -162,7 +162,7 @@ async def test_crashing_analytics_sink_never_fails_a_turn(
 ) -> None:
     tools = Tools()
     model = ScriptedModel(calls_then_answer(("get_price", {"item": "tea"})))
-    agent = make(tmp_path, model, tools, analytics={"path": str(tmp_path / "no-such-dir" / "a.db")})
+    agent = bundled_agent(tmp_path, model, tools, analytics={"path": str(tmp_path / "no-such-dir" / "a.db")})
     result = await agent.session("s").chat("go")
     assert result.status == "completed" and result.text == "ok"
     await plugin(agent, "analytics").drain()
@@ -178,8 +178,8 @@ async def test_sqlite_cache_is_shared_by_two_agents_over_one_file(entry_points: 
     tools_a, tools_b = Tools(), Tools()
     model_a = ScriptedModel(calls_then_answer(price))
     model_b = ScriptedModel(calls_then_answer(price))
-    agent_a = make(tmp_path, model_a, tools_a)
-    agent_b = make(tmp_path, model_b, tools_b)
+    agent_a = bundled_agent(tmp_path, model_a, tools_a)
+    agent_b = bundled_agent(tmp_path, model_b, tools_b)
     await agent_a.session("one").chat("go")
     await agent_b.session("two").chat("go")
     assert tools_a.ran["get_price"] == 1 and tools_b.ran["get_price"] == 0

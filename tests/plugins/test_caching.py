@@ -73,7 +73,7 @@ def steps(*calls: tuple[str, dict[str, Any]]) -> ScriptedModel:
     return ScriptedModel([*(Step(tool_calls=[call(name, args)]) for name, args in calls), "done"])
 
 
-def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
+def caching_agent(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
     return make_agent(model, tools=tools.all, plugins=plugins, settings=settings)
 
 
@@ -83,7 +83,7 @@ READ_A = ("read_file", {"path": "a"})
 async def test_read_only_result_is_served_from_cache_the_second_time() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A, READ_A)
-    result = await make(model, tools, cache).session("s").chat("go")
+    result = await caching_agent(model, tools, cache).session("s").chat("go")
     assert result.status == "completed"
     assert tools.ran["read_file"] == 1
     first, second = tool_outputs(model)
@@ -99,7 +99,7 @@ async def test_key_is_canonical_and_distinguishes_inputs() -> None:
         ("read_file", {"encoding": "latin-1", "path": "a"}),
         ("read_file", {"path": "b", "encoding": "latin-1"}),
     )
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
     assert [o["text"] for o in tool_outputs(model)] == ["contents of a #1", "contents of a #1", "contents of b #2"]
 
@@ -108,7 +108,7 @@ async def test_idempotent_tool_is_cached_and_unannotated_tool_is_not() -> None:
     tools, cache = Tools(), ToolCache()
     put = ("put_setting", {"key": "k", "value": "v"})
     mail = ("send_email", {"to": "x"})
-    await make(steps(put, put, mail, mail), tools, cache).session("s").chat("go")
+    await caching_agent(steps(put, put, mail, mail), tools, cache).session("s").chat("go")
     assert tools.ran["put_setting"] == 1
     assert tools.ran["send_email"] == 2
 
@@ -117,7 +117,7 @@ async def test_allow_listed_tool_is_cached_and_does_not_invalidate() -> None:
     tools, cache = Tools(), ToolCache()
     mail = ("send_email", {"to": "x"})
     model = steps(READ_A, mail, mail, READ_A)
-    await make(model, tools, cache, settings={"tool_cache": {"allow": ["send_email"]}}).session("s").chat("go")
+    await caching_agent(model, tools, cache, settings={"tool_cache": {"allow": ["send_email"]}}).session("s").chat("go")
     assert tools.ran == Counter({"read_file": 1, "send_email": 1})
     assert cache.stats.invalidations == 0
 
@@ -125,7 +125,7 @@ async def test_allow_listed_tool_is_cached_and_does_not_invalidate() -> None:
 async def test_mutating_call_invalidates() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A, ("delete_file", {"path": "z"}), READ_A, READ_A)
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
     assert [o["text"] for o in tool_outputs(model) if isinstance(o, dict)] == [
         "contents of a #1", "contents of a #2", "contents of a #2",
@@ -149,7 +149,7 @@ class Blocker:
 async def test_blocked_mutating_call_does_not_invalidate() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A, ("delete_file", {"path": "z"}), READ_A)
-    await make(model, tools, cache, Blocker("delete_file")).session("s").chat("go")
+    await caching_agent(model, tools, cache, Blocker("delete_file")).session("s").chat("go")
     assert tools.ran == Counter({"read_file": 1})
     assert cache.stats.invalidations == 0
 
@@ -163,7 +163,7 @@ async def test_failed_mutating_call_still_invalidates() -> None:
     tools, cache = Tools(), ToolCache()
     tools.all.append(explode)
     model = steps(READ_A, ("explode", {}), READ_A)
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
     assert cache.stats.invalidations == 1
 
@@ -172,7 +172,7 @@ async def test_failed_call_is_not_stored() -> None:
     tools, cache = Tools(), ToolCache()
     tools.fail_next = True
     model = steps(READ_A, READ_A, READ_A)
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2  # failed, executed (stored), hit
     assert cache.stats.stores == 1 and cache.stats.hits == 1
 
@@ -197,7 +197,7 @@ async def test_blocked_or_substituted_results_are_not_stored(decision: Any) -> N
     tools, cache, late = Tools(), ToolCache(), LateDecider()
     late.decision = decision
     model = steps(READ_A, READ_A)
-    await make(model, tools, cache, late).session("s").chat("go")
+    await caching_agent(model, tools, cache, late).session("s").chat("go")
     assert cache.stats.misses == 2 and cache.stats.hits == 0 and cache.stats.stores == 1
     assert tools.ran["read_file"] == 1
     assert tool_outputs(model)[1] == {"path": "a", "text": "contents of a #1"}
@@ -217,7 +217,7 @@ async def test_input_rewritten_by_another_plugin_is_never_stored() -> None:
 
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A, READ_A)
-    await make(model, tools, cache, Rewriter()).session("s").chat("go")
+    await caching_agent(model, tools, cache, Rewriter()).session("s").chat("go")
     first, second = tool_outputs(model)
     assert first["path"] == "secret"
     assert second == {"path": "a", "text": "contents of a #2"}
@@ -237,7 +237,7 @@ async def test_ttl_expiry_with_an_injected_clock() -> None:
 
     read = Step(tool_calls=[call("read_file", {"path": "a"})])
     model = ScriptedModel([at(1000, read), at(1009.9, read), at(1010.0, read), "done"])
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 2
     assert cache.stats.expirations == 1 and cache.stats.hits == 1
 
@@ -252,7 +252,7 @@ async def test_no_ttl_keeps_entries() -> None:
         now[0] = 10**9
         return read
 
-    await make(ScriptedModel([read, later, "done"]), tools, cache).session("s").chat("go")
+    await caching_agent(ScriptedModel([read, later, "done"]), tools, cache).session("s").chat("go")
     assert tools.ran["read_file"] == 1
 
 
@@ -265,7 +265,7 @@ async def test_lru_eviction(backend: str, tmp_path: Path) -> None:
     cache = ToolCache(settings)
     paths = ["a", "b", "a", "c", "a", "b"]  # a,b stored; a hit; c evicts b; a hit; b again
     model = steps(*(("read_file", {"path": p}) for p in paths))
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert [o["text"] for o in tool_outputs(model)] == [
         "contents of a #1", "contents of b #2", "contents of a #1",
         "contents of c #3", "contents of a #1", "contents of b #4",
@@ -280,7 +280,7 @@ async def test_output_that_is_not_strict_json_is_not_stored() -> None:
     from think_core import ToolCallContext, ToolCallResultContext
 
     tools, cache = Tools(), ToolCache()
-    agent = make(steps(), tools, cache)
+    agent = caching_agent(steps(), tools, cache)
     session = agent.session("s")
     measure = next(t for t in tools.all if t.name == "measure")
     common = dict(session=session, request_id="r1", step_number=0, tool_call_id="c1", tool_name="measure",
@@ -295,7 +295,7 @@ async def test_output_that_is_not_strict_json_is_not_stored() -> None:
 async def test_a_nan_output_reaches_the_model_as_null_and_is_cached_as_such() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(("measure", {}), ("measure", {}))
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["measure"] == 1 and cache.stats.hits == 1
     assert tool_outputs(model)[:2] == [{"value": None}, {"value": None}]
 
@@ -310,7 +310,7 @@ async def test_result_racing_a_mutation_is_not_stored() -> None:
             "done",
         ]
     )
-    await make(model, tools, cache).session("s").chat("go")
+    await caching_agent(model, tools, cache).session("s").chat("go")
     assert tools.ran["slow_read"] == 2
     assert cache.stats.stores == 1  # only the second read, after the mutation
 
@@ -321,7 +321,7 @@ async def test_session_scope_isolates_sessions() -> None:
     model.add(Step(tool_calls=[call(*READ_A)]), "done")
     model.add(Step(tool_calls=[call("delete_file", {"path": "x"})]), "done")
     model.add(Step(tool_calls=[call(*READ_A)]), "done")
-    agent = make(model, tools, cache)
+    agent = caching_agent(model, tools, cache)
     await agent.session("one").chat("go")
     await agent.session("two").chat("go")  # other session: a miss
     assert tools.ran["read_file"] == 2
@@ -335,7 +335,7 @@ async def test_global_scope_shares_across_sessions() -> None:
     tools, cache = Tools(), ToolCache()
     model = steps(READ_A)
     model.add(Step(tool_calls=[call(*READ_A)]), "done")
-    agent = make(model, tools, cache)
+    agent = caching_agent(model, tools, cache)
     await agent.session("one").chat("go")
     await agent.session("two").chat("go")
     assert tools.ran["read_file"] == 1
@@ -347,9 +347,9 @@ async def test_sqlite_cache_is_shared_by_two_agents(tmp_path: Path) -> None:
     tools_a, tools_b = Tools(), Tools()
     model_a, model_b = steps(READ_A), steps(READ_A, ("delete_file", {"path": "z"}))
     cache_a, cache_b = ToolCache(), ToolCache()
-    agent_a = make(model_a, tools_a, cache_a, settings=settings)
+    agent_a = caching_agent(model_a, tools_a, cache_a, settings=settings)
     await agent_a.session("s").chat("go")
-    await make(model_b, tools_b, cache_b, settings=settings).session("s").chat("go")
+    await caching_agent(model_b, tools_b, cache_b, settings=settings).session("s").chat("go")
     assert tools_a.ran["read_file"] == 1 and tools_b.ran["read_file"] == 0
     assert tool_outputs(model_b)[0] == {"path": "a", "text": "contents of a #1"}
     assert cache_b.stats.hits == 1 and cache_b.stats.invalidations == 1
@@ -367,7 +367,7 @@ async def test_constructor_settings_are_kept() -> None:
     cache = ToolCache(settings=ToolCacheSettings(allow=["send_email"]))
     tools = Tools()
     mail = ("send_email", {"to": "x"})
-    await make(steps(mail, mail), tools, cache).session("s").chat("go")
+    await caching_agent(steps(mail, mail), tools, cache).session("s").chat("go")
     assert tools.ran["send_email"] == 1
 
 
@@ -407,6 +407,6 @@ async def test_an_idempotent_write_invalidates_what_reads_cached() -> None:
         ("set_value", {"value": 5}), ("set_value", {"value": 5}), ("get_value", {}),
         ("set_value", {"value": 6}), ("get_value", {}), ("set_value", {"value": 5}), ("get_value", {}),
     )
-    await make(model, Both(), cache).session("s").chat("go")
+    await caching_agent(model, Both(), cache).session("s").chat("go")
     assert tool_outputs(model) == ["set 5", "set 5", 5, "set 6", 6, "set 5", 5]
     assert state["sets"] == 3  # the immediate repeat of set(5) was served from the cache; the later one ran

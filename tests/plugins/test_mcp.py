@@ -109,7 +109,7 @@ async def _close_agents() -> AsyncIterator[None]:
     await make_agent.aclose()
 
 
-def agent_with(steps: list[Any], *servers_and_tools: Any, plugins: tuple[Any, ...] = (), **kwargs: Any) -> Think:
+def mcp_agent(steps: list[Any], *servers_and_tools: Any, plugins: tuple[Any, ...] = (), **kwargs: Any) -> Think:
     return make_agent(ScriptedModel(steps), tools=servers_and_tools, plugins=plugins, **kwargs)
 
 
@@ -130,7 +130,7 @@ async def test_the_servers_tools_join_the_agents_tools_with_schemas_and_annotati
         """An ordinary tool beside the server's."""
         return "local"
 
-    agent = agent_with([], make_server(), local)
+    agent = mcp_agent([], make_server(), local)
     assert list(agent.tools) == ["local"]  # the server opens with the first session
     await agent.session("s").open()
 
@@ -148,7 +148,7 @@ async def test_the_servers_tools_join_the_agents_tools_with_schemas_and_annotati
 
 async def test_a_turn_calls_the_servers_tools(make_server) -> None:
     steps = [Step(tool_calls=[call("lookup", {"key": "turn"}), call("set_key", {"key": "turn-size", "value": "L"})]), "done"]
-    agent = agent_with(steps, make_server())
+    agent = mcp_agent(steps, make_server())
     result = await agent.session("s").chat("what colour?")
 
     assert result.status == "completed" and result.text == "done"
@@ -161,7 +161,7 @@ async def test_a_turn_calls_the_servers_tools(make_server) -> None:
 async def test_a_tool_error_reaches_the_model_as_an_error_result(make_server) -> None:
     calls = [call("fail", {"reason": "no disk"}, id="fail"), call("lookup", {"key": 3}, id="invalid"),
              call("lookup", {}, id="missing")]
-    agent = agent_with([Step(tool_calls=calls), "done"], make_server())
+    agent = mcp_agent([Step(tool_calls=calls), "done"], make_server())
     result = await agent.session("s").chat("go")
 
     assert result.status == "completed"
@@ -175,7 +175,7 @@ async def test_a_tool_error_reaches_the_model_as_an_error_result(make_server) ->
 async def test_the_read_only_guard_blocks_the_destructive_tool(make_server) -> None:
     server = make_server()
     steps = [Step(tool_calls=[call("delete_key", {"key": "guard"}), call("lookup", {"key": "guard"})]), "done"]
-    agent = agent_with(steps, server, plugins=(ReadOnlyGuard(),), settings={"readonly_guard": {"enabled": True}})
+    agent = mcp_agent(steps, server, plugins=(ReadOnlyGuard(),), settings={"readonly_guard": {"enabled": True}})
     await agent.session("s").open()
     await server.call_tool("set_key", {"key": "guard", "value": "red"})
     result = await agent.session("s").chat("delete it")
@@ -192,7 +192,7 @@ async def test_the_read_only_guard_blocks_the_destructive_tool(make_server) -> N
 async def test_the_cache_serves_the_read_only_tool_the_second_time(make_server) -> None:
     server = make_server()
     lookup = Step(tool_calls=[call("lookup", {"key": "cache"})])
-    agent = agent_with([lookup, "first", lookup, "second"], server, plugins=(ToolCache(),))
+    agent = mcp_agent([lookup, "first", lookup, "second"], server, plugins=(ToolCache(),))
     session = agent.session("s")
     await session.chat("what colour?")
     first = results(agent)["lookup"].output
@@ -228,7 +228,7 @@ async def test_a_stdio_server_killed_mid_call_is_a_clear_error_and_is_started_ag
     server = MCPServer.stdio(sys.executable, [SERVER], max_restarts=1)
     started = CallStarted()
     steps = [Step(tool_calls=[call("sleep", {"seconds": 120})]), "after", Step(tool_calls=[call("pid", {})]), "done"]
-    agent = agent_with(steps, server, plugins=(started,))
+    agent = mcp_agent(steps, server, plugins=(started,))
     await agent.session("s").open()
     pid = (await server.call_tool("pid", {}))["result"]
 
@@ -253,7 +253,7 @@ async def test_a_stdio_server_killed_mid_call_is_a_clear_error_and_is_started_ag
 
 async def test_a_read_only_call_is_repeated_on_a_restarted_server() -> None:
     server = MCPServer.stdio(sys.executable, [SERVER])
-    agent = agent_with([Step(tool_calls=[call("lookup", {"key": "colour"})]), "done"], server)
+    agent = mcp_agent([Step(tool_calls=[call("lookup", {"key": "colour"})]), "done"], server)
     await agent.session("s").open()
     pid = (await server.call_tool("pid", {}))["result"]
     os.kill(pid, signal.SIGKILL)
@@ -269,7 +269,7 @@ async def test_an_http_server_killed_mid_call_is_a_clear_error(http_server) -> N
     url, proc = http_server
     started = CallStarted()
     steps = [Step(tool_calls=[call("sleep", {"seconds": 120})]), "after", Step(tool_calls=[call("lookup", {"key": "a"})]), "done"]
-    agent = agent_with(steps, MCPServer.http(url), plugins=(started,))
+    agent = mcp_agent(steps, MCPServer.http(url), plugins=(started,))
 
     result, took = await _kill_during_the_call(agent, started, proc.pid)
     assert result.status == "completed" and took < 15
@@ -313,7 +313,7 @@ async def test_an_http_server_that_restarted_and_forgot_the_session_is_connected
 
 async def test_a_call_that_takes_too_long_is_an_error_and_the_server_stays_usable(make_server) -> None:
     steps = [Step(tool_calls=[call("sleep", {"seconds": 60})]), "late", Step(tool_calls=[call("lookup", {"key": "slow"})]), "done"]
-    agent = agent_with(steps, make_server(timeout=1.0))
+    agent = mcp_agent(steps, make_server(timeout=1.0))
     began = time.monotonic()
     await agent.session("s").chat("wait")
     assert time.monotonic() - began < 15
@@ -327,7 +327,7 @@ async def test_cancelling_a_turn_cancels_its_call_and_the_server_stays_usable(ma
     started = CallStarted()
     # The aborted turn plays only its first step; the next turn plays the rest.
     steps = [Step(tool_calls=[call("sleep", {"seconds": 120})]), Step(tool_calls=[call("lookup", {"key": "cancel"})]), "done"]
-    agent = agent_with(steps, make_server(), plugins=(started,))
+    agent = mcp_agent(steps, make_server(), plugins=(started,))
     session = agent.session("s")
     turn = asyncio.create_task(session.chat("wait", request_id="slow"))
     await asyncio.wait_for(started.event.wait(), DEADLINE)
@@ -340,7 +340,7 @@ async def test_cancelling_a_turn_cancels_its_call_and_the_server_stays_usable(ma
 
 async def test_a_server_that_cannot_start_fails_opening_the_session_clearly() -> None:
     server = MCPServer.stdio(sys.executable, ["-c", "import sys; sys.exit(3)"], name="broken")
-    agent = agent_with(["unused"], server)
+    agent = mcp_agent(["unused"], server)
     with pytest.raises(PluginError) as caught:
         await asyncio.wait_for(agent.session("s").open(), DEADLINE)
     assert "MCP server 'broken' failed to start: the server closed the connection" in str(caught.value)
@@ -352,7 +352,7 @@ async def test_a_server_that_cannot_start_fails_opening_the_session_clearly() ->
 
 async def test_aclose_leaves_no_child_process() -> None:
     server = MCPServer.stdio(sys.executable, [SERVER])
-    agent = agent_with([], server)
+    agent = mcp_agent([], server)
     await agent.session("s").open()
     pid = (await server.call_tool("pid", {}))["result"]
     assert _pid_alive(pid)
@@ -372,12 +372,12 @@ async def test_a_name_taken_by_another_tool_needs_a_prefix(shared_http_url: str)
         """A local lookup."""
         return key
 
-    agent = agent_with([], MCPServer.http(shared_http_url), lookup)
+    agent = mcp_agent([], MCPServer.http(shared_http_url), lookup)
     with pytest.raises(PluginError, match="give the server a prefix"):
         await agent.session("s").open()
 
     steps = [Step(tool_calls=[call("kv_lookup", {"key": "prefix"}), call("lookup", {"key": "x"})]), "done"]
-    agent = agent_with(steps, MCPServer.http(shared_http_url, prefix="kv"), lookup)
+    agent = mcp_agent(steps, MCPServer.http(shared_http_url, prefix="kv"), lookup)
     await agent.session("s").chat("go")
     assert results(agent)["kv_lookup"].output == {"result": "prefix=blue (lookup #1)"}
     assert results(agent)["lookup"].output == "x"

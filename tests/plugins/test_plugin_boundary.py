@@ -70,13 +70,13 @@ class BodyWatcher:
         self.steps.append(ctx)
 
 
-def make(model: ScriptedModel, *plugins: Any) -> Think:
+def boundary_agent(model: ScriptedModel, *plugins: Any) -> Think:
     return make_agent(model, tools=[lookup, fail], plugins=plugins)
 
 
 async def test_tool_call_hooks_see_the_turns_body_and_the_live_session() -> None:
     watcher = BodyWatcher()
-    agent = make(ScriptedModel([Step(tool_calls=[call("lookup", {"key": "a"})]), "done"]), watcher)
+    agent = boundary_agent(ScriptedModel([Step(tool_calls=[call("lookup", {"key": "a"})]), "done"]), watcher)
     session = agent.session("s")
     body = {"mode": "audit", "n": 1}
     assert (await session.chat("go", body=body)).status == "completed"
@@ -92,7 +92,7 @@ async def test_tool_call_hooks_see_the_turns_body_and_the_live_session() -> None
 
 async def test_a_turn_without_a_body_shows_none() -> None:
     watcher = BodyWatcher()
-    agent = make(ScriptedModel([Step(tool_calls=[call("lookup", {"key": "a"})]), "done"]), watcher)
+    agent = boundary_agent(ScriptedModel([Step(tool_calls=[call("lookup", {"key": "a"})]), "done"]), watcher)
     await agent.session("s").chat("go")
     assert {body for _, body in watcher.seen} == {None}
 
@@ -102,7 +102,7 @@ async def test_step_results_list_each_settled_call_as_a_model() -> None:
     model = ScriptedModel(
         [Step(tool_calls=[call("lookup", {"key": "a"}, id="c1"), call("fail", {"key": "b"}, id="c2")]), "done"]
     )
-    await make(model, watcher).session("s").chat("go")
+    await boundary_agent(model, watcher).session("s").chat("go")
     first = watcher.steps[0].tool_results
     assert all(isinstance(result, StepToolResult) for result in first)
     by_id = {result.tool_call_id: result for result in first}
@@ -203,7 +203,7 @@ class EveryHookBody:
 
 async def test_every_context_of_a_turn_carries_its_body_failures_included() -> None:
     watcher = EveryHookBody()
-    agent = make(ScriptedModel(["hello", Step(text="par", error=RuntimeError("boom"), error_after_output=True)]), watcher)
+    agent = boundary_agent(ScriptedModel(["hello", Step(text="par", error=RuntimeError("boom"), error_after_output=True)]), watcher)
     session = agent.session("s")
     body = {"mode": "audit"}
     assert (await session.chat("one", body=body)).status == "completed"

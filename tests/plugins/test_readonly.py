@@ -53,13 +53,13 @@ def script(*names: str) -> ScriptedModel:
     return ScriptedModel([Step(tool_calls=calls), "done"])
 
 
-def make(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
+def guarded_agent(model: ScriptedModel, tools: Tools, *plugins: Any, settings: dict | None = None) -> Think:
     return make_agent(model, tools=tools.all, plugins=plugins, settings=settings)
 
 
 async def test_off_by_default_everything_runs() -> None:
     tools, model = Tools(), script("delete_file", "read_file")
-    agent = make(model, tools, ReadOnlyGuard())
+    agent = guarded_agent(model, tools, ReadOnlyGuard())
     result = await agent.session("s").chat("go")
     assert result.status == "completed"
     assert sorted(tools.ran) == ["delete_file", "read_file"]
@@ -68,7 +68,7 @@ async def test_off_by_default_everything_runs() -> None:
 
 async def test_enabled_by_settings_blocks_non_read_only_tools_with_a_clear_reason() -> None:
     tools, model = Tools(), script("delete_file", "touch", "read_file")
-    agent = make(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"enabled": True}})
+    agent = guarded_agent(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"enabled": True}})
     result = await agent.session("s").chat("go")
     assert result.status == "completed"
     assert tools.ran == ["read_file"]
@@ -84,7 +84,7 @@ async def test_enabled_by_settings_blocks_non_read_only_tools_with_a_clear_reaso
 async def test_environment_variable_enables_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THINK_READONLY", "1")
     tools, model = Tools(), script("delete_file")
-    await make(model, tools, ReadOnlyGuard()).session("s").chat("go")
+    await guarded_agent(model, tools, ReadOnlyGuard()).session("s").chat("go")
     assert tools.ran == []
     assert "read-only mode" in tool_results(model)["delete_file"].output
 
@@ -92,7 +92,7 @@ async def test_environment_variable_enables_it(monkeypatch: pytest.MonkeyPatch) 
 async def test_environment_variable_zero_leaves_it_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("THINK_READONLY", "0")
     tools, model = Tools(), script("delete_file")
-    await make(model, tools, ReadOnlyGuard()).session("s").chat("go")
+    await guarded_agent(model, tools, ReadOnlyGuard()).session("s").chat("go")
     assert tools.ran == ["delete_file"]
 
 
@@ -102,7 +102,7 @@ async def test_turn_body_enables_it_for_that_turn_only() -> None:
         [Step(tool_calls=[call("delete_file", {"path": "a"})]), "no",
          Step(tool_calls=[call("delete_file", {"path": "a"})]), "yes"]
     )
-    session = make(model, tools, ReadOnlyGuard()).session("s")
+    session = guarded_agent(model, tools, ReadOnlyGuard()).session("s")
     await session.chat("go", body={"read_only": True})
     assert tools.ran == []
     await session.chat("go again")
@@ -111,26 +111,26 @@ async def test_turn_body_enables_it_for_that_turn_only() -> None:
 
 async def test_body_cannot_switch_off_operator_read_only_mode(monkeypatch: pytest.MonkeyPatch) -> None:
     tools, model = Tools(), script("delete_file")
-    agent = make(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"enabled": True}})
+    agent = guarded_agent(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"enabled": True}})
     await agent.session("s").chat("go", body={"read_only": False})
     assert tools.ran == []
 
     monkeypatch.setenv("THINK_READONLY", "true")
     tools2, model2 = Tools(), script("delete_file")
-    await make(model2, tools2, ReadOnlyGuard()).session("s").chat("go", body={"read_only": False})
+    await guarded_agent(model2, tools2, ReadOnlyGuard()).session("s").chat("go", body={"read_only": False})
     assert tools2.ran == []
 
 
 async def test_honor_body_false_ignores_the_body() -> None:
     tools, model = Tools(), script("delete_file")
-    agent = make(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"honor_body": False}})
+    agent = guarded_agent(model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"honor_body": False}})
     await agent.session("s").chat("go", body={"read_only": True})
     assert tools.ran == ["delete_file"]
 
 
 async def test_allow_list_lets_a_named_tool_run_and_is_listed() -> None:
     tools, model = Tools(), script("touch", "delete_file")
-    agent = make(
+    agent = guarded_agent(
         model, tools, ReadOnlyGuard(), settings={"readonly_guard": {"enabled": True, "allow": ["touch"]}}
     )
     await agent.session("s").chat("go")
@@ -141,7 +141,7 @@ async def test_allow_list_lets_a_named_tool_run_and_is_listed() -> None:
 async def test_constructor_settings_win_over_missing_section() -> None:
     tools, model = Tools(), script("delete_file")
     guard = ReadOnlyGuard(settings=ReadOnlyGuardSettings(enabled=True))
-    await make(model, tools, guard).session("s").chat("go")
+    await guarded_agent(model, tools, guard).session("s").chat("go")
     assert tools.ran == []
     assert guard.settings.enabled is True
 
@@ -157,7 +157,7 @@ async def test_guard_runs_before_a_plugin_that_would_substitute() -> None:
             return substitute("from the other plugin")
 
     tools, model = Tools(), script("delete_file", "read_file")
-    agent = make(
+    agent = guarded_agent(
         model, tools, ReadOnlyGuard(), SubstituteEverything(),
         settings={"readonly_guard": {"enabled": True}},
     )
@@ -176,7 +176,7 @@ async def test_reason_falls_back_when_before_turn_is_hidden() -> None:
             return TurnConfig(max_steps=5)
 
     tools, model = Tools(), script("delete_file")
-    agent = make(model, tools, ReadOnlyGuard(), DecidesTurn(), settings={"readonly_guard": {"enabled": True}})
+    agent = guarded_agent(model, tools, ReadOnlyGuard(), DecidesTurn(), settings={"readonly_guard": {"enabled": True}})
     await agent.session("s").chat("go")
     reason = tool_results(model)["delete_file"].output
     assert 'Tool "delete_file" was blocked: this session is in read-only mode' in reason

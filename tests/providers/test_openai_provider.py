@@ -140,7 +140,7 @@ def make_model(server: LoopbackServer, **kwargs: Any) -> OpenAIChatModel:
     return OpenAIChatModel("gpt-4o", base_url=server.url + "/v1", **kwargs)
 
 
-def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
+def compat_chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> dict[str, Any]:
     choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
     return {"id": "chatcmpl-x", "object": "chat.completion.chunk", "model": "compat-model", "choices": choices, **extra}
 
@@ -377,11 +377,11 @@ async def test_max_tokens_param_and_tool_choice_without_tools(loopback: Loopback
 
 async def test_tool_calls_without_index_are_assembled_by_id(loopback: LoopbackServer) -> None:
     stream = sse_body(
-        chunk({"role": "assistant", "content": None}),
-        chunk({"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "a", "arguments": '{"x"'}}]}),
-        chunk({"tool_calls": [{"function": {"arguments": ": 1}"}}]}),
-        chunk({"tool_calls": [{"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"y": 2}'}}]}),
-        chunk({}, "tool_calls"),
+        compat_chunk({"role": "assistant", "content": None}),
+        compat_chunk({"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "a", "arguments": '{"x"'}}]}),
+        compat_chunk({"tool_calls": [{"function": {"arguments": ": 1}"}}]}),
+        compat_chunk({"tool_calls": [{"id": "c2", "type": "function", "function": {"name": "b", "arguments": '{"y": 2}'}}]}),
+        compat_chunk({}, "tool_calls"),
         done=True,
     )
     loopback.enqueue(Reply.sse(stream))
@@ -392,9 +392,9 @@ async def test_tool_calls_without_index_are_assembled_by_id(loopback: LoopbackSe
 
 
 async def test_repeated_id_and_name_in_every_delta_are_not_doubled(loopback: LoopbackServer) -> None:
-    repeat = lambda args: chunk({"tool_calls": [{"index": 0, "id": "c9", "type": "function",  # noqa: E731
+    repeat = lambda args: compat_chunk({"tool_calls": [{"index": 0, "id": "c9", "type": "function",  # noqa: E731
                                                  "function": {"name": "lookup", "arguments": args}}]})
-    loopback.enqueue(Reply.sse(sse_body(repeat('{"q": '), repeat('"x"}'), chunk({}, "tool_calls"), done=True)))
+    loopback.enqueue(Reply.sse(sse_body(repeat('{"q": '), repeat('"x"}'), compat_chunk({}, "tool_calls"), done=True)))
     events = await collect(make_model(loopback), ask())
     assert [e for e in events if isinstance(e, ToolInputStart)] == [ToolInputStart("c9", "lookup")]
     assert [e for e in events if isinstance(e, ToolCall)] == [ToolCall("c9", "lookup", {"q": "x"}, '{"q": "x"}')]
@@ -402,11 +402,11 @@ async def test_repeated_id_and_name_in_every_delta_are_not_doubled(loopback: Loo
 
 async def test_arguments_that_are_not_a_json_object_give_input_none(loopback: LoopbackServer) -> None:
     stream = sse_body(
-        chunk({"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "t", "arguments": "[1, 2]"}}]}),
-        chunk({"tool_calls": [{"index": 1, "id": "c1", "function": {"name": "t", "arguments": '{"broken": '}}]}),
-        chunk({"tool_calls": [{"index": 2, "id": "c2", "function": {"name": "t", "arguments": ""}}]}),
-        chunk({"tool_calls": [{"index": 3, "id": "c3", "function": {"name": "t", "arguments": '"str"'}}]}),
-        chunk({}, "tool_calls"),
+        compat_chunk({"tool_calls": [{"index": 0, "id": "c0", "function": {"name": "t", "arguments": "[1, 2]"}}]}),
+        compat_chunk({"tool_calls": [{"index": 1, "id": "c1", "function": {"name": "t", "arguments": '{"broken": '}}]}),
+        compat_chunk({"tool_calls": [{"index": 2, "id": "c2", "function": {"name": "t", "arguments": ""}}]}),
+        compat_chunk({"tool_calls": [{"index": 3, "id": "c3", "function": {"name": "t", "arguments": '"str"'}}]}),
+        compat_chunk({}, "tool_calls"),
         done=True,
     )
     loopback.enqueue(Reply.sse(stream))
@@ -423,10 +423,10 @@ async def test_arguments_that_are_not_a_json_object_give_input_none(loopback: Lo
 async def test_reasoning_fields_usage_details_and_azure_empty_choices(loopback: LoopbackServer) -> None:
     stream = sse_body(
         {"choices": [], "created": 0, "id": "", "model": "", "object": "", "prompt_filter_results": []},
-        chunk({"role": "assistant", "reasoning_content": "Deep"}),  # DeepSeek / vLLM
-        chunk({"reasoning": "Seek"}),  # OpenRouter / newer vLLM
-        chunk({"content": "Answer"}),
-        chunk(
+        compat_chunk({"role": "assistant", "reasoning_content": "Deep"}),  # DeepSeek / vLLM
+        compat_chunk({"reasoning": "Seek"}),  # OpenRouter / newer vLLM
+        compat_chunk({"content": "Answer"}),
+        compat_chunk(
             {},
             "stop",
             usage={
@@ -452,8 +452,8 @@ async def test_reasoning_fields_usage_details_and_azure_empty_choices(loopback: 
 async def test_compat_server_reporting_stop_after_tool_calls_and_no_done(loopback: LoopbackServer) -> None:
     # the whole arguments string at once, "stop" as finish reason, usage on the finish chunk, no [DONE]
     stream = sse_body(
-        chunk({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "t", "arguments": '{"a": 1}'}}]}),
-        chunk({}, "stop", usage={"prompt_tokens": 5, "completion_tokens": 2}),
+        compat_chunk({"tool_calls": [{"index": 0, "id": "c", "type": "function", "function": {"name": "t", "arguments": '{"a": 1}'}}]}),
+        compat_chunk({}, "stop", usage={"prompt_tokens": 5, "completion_tokens": 2}),
     )
     loopback.enqueue(Reply.sse(stream))
     events = await collect(make_model(loopback), ask())
@@ -463,7 +463,7 @@ async def test_compat_server_reporting_stop_after_tool_calls_and_no_done(loopbac
 
 
 async def test_stream_closed_before_finish_after_output_is_an_error_not_retried(loopback: LoopbackServer) -> None:
-    loopback.enqueue(Reply.sse(sse_body(chunk({"content": "partial"}))))
+    loopback.enqueue(Reply.sse(sse_body(compat_chunk({"content": "partial"}))))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
         async with aclosing(make_model(loopback).stream(ask())) as stream:
@@ -585,7 +585,7 @@ async def test_shared_client_is_used_and_left_open(loopback: LoopbackServer) -> 
 
 
 def slow_stream(n: int = 40) -> str:
-    return sse_body(*[chunk({"content": f"t{i} "}) for i in range(n)], chunk({}, "stop"), done=True)
+    return sse_body(*[compat_chunk({"content": f"t{i} "}) for i in range(n)], compat_chunk({}, "stop"), done=True)
 
 
 async def test_closing_the_stream_early_closes_the_http_response(loopback: LoopbackServer) -> None:

@@ -29,7 +29,7 @@ def overflow_reply() -> Reply:
     return Reply.json(OVERFLOW_BODY, status=400)
 
 
-async def seed(session, turns: int = 6) -> None:
+async def seed_long_turns(session, turns: int = 6) -> None:
     for i in range(turns):
         await session.add_messages(
             [
@@ -55,7 +55,7 @@ async def test_overflow_is_compacted_with_the_model_and_the_turn_succeeds(loopba
     rec = Recorder()
     agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
-    await seed(session)
+    await seed_long_turns(session)
     result = await session.chat("and the last question?")
     assert result.status == "completed" and result.text == "Done."
 
@@ -74,7 +74,7 @@ async def test_a_second_overflow_is_terminal(loopback: LoopbackServer):
     rec = Recorder()
     agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
-    await seed(session)
+    await seed_long_turns(session)
     result = await session.chat("again")
     assert result.status == "error" and "maximum context length" in result.error
     assert len(loopback.requests) == 3
@@ -88,7 +88,7 @@ async def test_an_overflow_on_a_continuation_is_recovered(loopback: LoopbackServ
     rec = Recorder()
     agent = overflow_agent(openai_model(loopback), rec)
     session = agent.session("s")
-    await seed(session)
+    await seed_long_turns(session)
     await session.add_messages([{"role": "assistant", "parts": [{"type": "text", "text": "Once upon a time"}]}])
     result = await session.continue_last_turn()
     assert result.status == "completed" and result.continuation

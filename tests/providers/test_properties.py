@@ -64,7 +64,7 @@ def sse_events(draw: st.DrawFn) -> list[dict[str, Any]]:
     )
 
 
-def serialise(events: list[dict[str, Any]], draw: st.DrawFn, terminate_last: bool) -> tuple[bytes, list[SSEEvent]]:
+def stream_bytes(events: list[dict[str, Any]], draw: st.DrawFn, terminate_last: bool) -> tuple[bytes, list[SSEEvent]]:
     """The stream's bytes (line endings drawn per line) and the events a reader must see."""
     lines: list[str] = []
     expected: list[SSEEvent] = []
@@ -108,7 +108,7 @@ def split_at(data: bytes, cuts: list[int]) -> list[bytes]:
        cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12), data=st.data())
 def test_sse_round_trip_at_any_split(events: list[dict[str, Any]], bom: bool, terminate_last: bool,
                                      cuts: list[int], data: st.DataObject) -> None:
-    stream, expected = serialise(events, data.draw, terminate_last)
+    stream, expected = stream_bytes(events, data.draw, terminate_last)
     if bom:
         stream = b"\xef\xbb\xbf" + stream
     decoder = SSEDecoder()
@@ -122,7 +122,7 @@ def test_sse_round_trip_at_any_split(events: list[dict[str, Any]], bom: bool, te
 @FAST
 @given(events=sse_events(), data=st.data())
 def test_sse_byte_by_byte_equals_one_read(events: list[dict[str, Any]], data: st.DataObject) -> None:
-    stream, expected = serialise(events, data.draw, True)
+    stream, expected = stream_bytes(events, data.draw, True)
     one, bytewise = SSEDecoder(), SSEDecoder()
     assert one.feed(stream) + one.flush() == expected
     got: list[SSEEvent] = []
@@ -176,7 +176,7 @@ def stream_events(chunks: list[bytes]) -> list[Any]:
     return asyncio.run(run())
 
 
-def oa_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+def oa_event(delta: dict[str, Any], finish: str | None = None) -> str:
     payload = {"id": "c", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return "data: " + json.dumps(payload) + "\n\n"
 
@@ -197,8 +197,8 @@ def fragmented_calls(draw: st.DrawFn, arguments: st.SearchStrategy[str]) -> tupl
     events = []
     while any(queues):
         queue = draw(st.sampled_from([q for q in queues if q]))
-        events.append(oa_chunk({"tool_calls": [queue.pop(0)]}))
-    events.append(oa_chunk({}, "tool_calls"))
+        events.append(oa_event({"tool_calls": [queue.pop(0)]}))
+    events.append(oa_event({}, "tool_calls"))
     events.append("data: [DONE]\n\n")
     return texts, events
 

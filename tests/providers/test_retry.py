@@ -30,7 +30,7 @@ def model(server: LoopbackServer, **kwargs: Any) -> OpenAIChatModel:
     return OpenAIChatModel("gpt-4o", base_url=server.url + "/v1", api_key="sk-test", **kwargs)
 
 
-async def run(m: OpenAIChatModel, seen: list[Any] | None = None) -> list[Any]:
+async def stream_all(m: OpenAIChatModel, seen: list[Any] | None = None) -> list[Any]:
     events = seen if seen is not None else []
     request = ModelRequest(messages=[UserMessage(content="hi")])
     async with aclosing(m.stream(request)) as stream:
@@ -49,7 +49,7 @@ SERVER_ERROR = {"error": {"message": "The server had an error processing your re
 async def test_429_with_retry_after_seconds_waits_then_succeeds(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "1"}), Reply.sse(bare_oa_text("done")))
     start = time.monotonic()
-    events = await run(model(loopback, retry_policy=RetryPolicy()))  # default backoff would be < 0.5 s
+    events = await stream_all(model(loopback, retry_policy=RetryPolicy()))  # default backoff would be < 0.5 s
     elapsed = time.monotonic() - start
     assert elapsed >= 0.9
     assert text_of(events) == "done"
@@ -60,7 +60,7 @@ async def test_retry_after_ms_takes_precedence(loopback: LoopbackServer) -> None
     headers = {"retry-after-ms": "300", "retry-after": "30"}
     loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers=headers), Reply.sse(bare_oa_text()))
     start = time.monotonic()
-    await run(model(loopback))
+    await stream_all(model(loopback))
     elapsed = time.monotonic() - start
     assert elapsed >= 0.28
     assert elapsed < 10  # the 30 s of retry-after were not used
@@ -71,7 +71,7 @@ async def test_500_twice_then_200_succeeds(loopback: LoopbackServer) -> None:
     loopback.enqueue(
         Reply.json(SERVER_ERROR, status=500), Reply.json(SERVER_ERROR, status=502), Reply.sse(bare_oa_text("third"))
     )
-    events = await run(model(loopback))
+    events = await stream_all(model(loopback))
     assert text_of(events) == "third"
     assert isinstance(events[-1], Finish)
     assert len(loopback.requests) == 3
@@ -81,7 +81,7 @@ async def test_500_twice_then_200_succeeds(loopback: LoopbackServer) -> None:
 async def test_retries_are_bounded_by_max_retries(loopback: LoopbackServer) -> None:
     loopback.enqueue(*[Reply.json(SERVER_ERROR, status=500) for _ in range(3)], Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
-        await run(model(loopback))
+        await stream_all(model(loopback))
     assert info.value.status == 500
     assert len(loopback.requests) == 3  # 1 + max_retries
 
@@ -89,7 +89,7 @@ async def test_retries_are_bounded_by_max_retries(loopback: LoopbackServer) -> N
 async def test_max_retries_zero_makes_one_request(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(SERVER_ERROR, status=503), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError):
-        await run(model(loopback, retry_policy=None, max_retries=0))
+        await stream_all(model(loopback, retry_policy=None, max_retries=0))
     assert len(loopback.requests) == 1
 
 
@@ -98,7 +98,7 @@ async def test_401_fails_at_once_with_a_clear_message(loopback: LoopbackServer) 
                       "code": "invalid_api_key"}}
     loopback.enqueue(Reply.json(body, status=401), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
-        await run(model(loopback))
+        await stream_all(model(loopback))
     assert info.value.status == 401
     assert info.value.code == "invalid_api_key"
     assert "Incorrect API key provided" in str(info.value)
@@ -110,7 +110,7 @@ async def test_retry_after_beyond_the_cap_is_not_retried(loopback: LoopbackServe
     loopback.enqueue(Reply.json(RATE_LIMIT, status=429, headers={"retry-after": "86400"}), Reply.sse(bare_oa_text()))
     start = time.monotonic()
     with pytest.raises(ProviderError) as info:
-        await run(model(loopback, retry_policy=None, retry_cap_seconds=60))
+        await stream_all(model(loopback, retry_policy=None, retry_cap_seconds=60))
     assert info.value.status == 429
     assert len(loopback.requests) == 1
     assert time.monotonic() - start < 5
@@ -119,14 +119,14 @@ async def test_retry_after_beyond_the_cap_is_not_retried(loopback: LoopbackServe
 async def test_x_should_retry_false_overrides_the_status(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.json(SERVER_ERROR, status=500, headers={"x-should-retry": "false"}), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError):
-        await run(model(loopback))
+        await stream_all(model(loopback))
     assert len(loopback.requests) == 1
 
 
 @pytest.mark.parametrize("reset", [False, True])
 async def test_connection_dropped_before_the_response_is_retried(loopback: LoopbackServer, reset: bool) -> None:
     loopback.enqueue(Reply(no_response=True, reset=reset), Reply.sse(bare_oa_text("after reconnect")))
-    events = await run(model(loopback))
+    events = await stream_all(model(loopback))
     assert text_of(events) == "after reconnect"
     assert len(loopback.requests) == 2
 
@@ -134,14 +134,14 @@ async def test_connection_dropped_before_the_response_is_retried(loopback: Loopb
 async def test_read_timeout_before_output_is_retried(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(bare_oa_text("late"), chunk_delay=0.0), Reply.sse(bare_oa_text("on time")))
     loopback.replies[0].delay = 1.0  # headers arrive after the read timeout
-    events = await run(model(loopback, timeout=httpx.Timeout(0.3)))
+    events = await stream_all(model(loopback, timeout=httpx.Timeout(0.3)))
     assert text_of(events) == "on time"
     assert len(loopback.requests) == 2
 
 
 async def test_in_stream_error_before_any_output_is_retried(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(sse_body(SERVER_ERROR, done=True)), Reply.sse(bare_oa_text("second")))
-    events = await run(model(loopback))
+    events = await stream_all(model(loopback))
     assert text_of(events) == "second"
     assert len(loopback.requests) == 2
 
@@ -151,7 +151,7 @@ async def test_in_stream_error_of_a_fatal_type_is_not_retried(loopback: Loopback
                      "code": "context_length_exceeded"}}
     loopback.enqueue(Reply.sse(sse_body(bad, done=True)), Reply.sse(bare_oa_text()))
     with pytest.raises(ProviderError) as info:
-        await run(model(loopback))
+        await stream_all(model(loopback))
     assert info.value.code == "context_length_exceeded"
     assert len(loopback.requests) == 1
 
@@ -163,7 +163,7 @@ async def test_connection_lost_after_first_text_is_not_retried(loopback: Loopbac
     loopback.enqueue(Reply.sse(stream, disconnect_after=2, reset=reset, chunk_delay=0.01), Reply.sse(bare_oa_text()))
     seen: list[Any] = []
     with pytest.raises((httpx.TransportError, ProviderError)):
-        await run(model(loopback), seen)
+        await stream_all(model(loopback), seen)
     assert text_of(seen) == "Hello"
     assert len(loopback.requests) == 1
 
@@ -173,7 +173,7 @@ async def test_error_event_after_first_text_is_not_retried(loopback: LoopbackSer
     loopback.enqueue(Reply.sse(sse_body(chunk, SERVER_ERROR, done=True)), Reply.sse(bare_oa_text()))
     seen: list[Any] = []
     with pytest.raises(ProviderError) as info:
-        await run(model(loopback), seen)
+        await stream_all(model(loopback), seen)
     assert info.value.type == "server_error"
     assert seen == [TextDelta("Hello")]
     assert len(loopback.requests) == 1

@@ -29,7 +29,7 @@ class Steps:
         self.steps.append(ctx)
 
 
-async def run(model: Any, plugin: Steps) -> StepResult:
+async def run_turn(model: Any, plugin: Steps) -> StepResult:
     agent = Think(model=model, system="Be brief.", store=":memory:", load_entrypoints=False, plugins=[plugin])
     try:
         result = await agent.session("s").chat("hi")
@@ -43,7 +43,7 @@ async def run(model: Any, plugin: Steps) -> StepResult:
 async def test_the_step_record_holds_the_request_as_sent_and_the_response(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(oa_text("Hello"), headers={
         "x-request-id": "req_abc", "x-ratelimit-remaining-requests": "99", "set-cookie": "session=secret"}))
-    step = await run(openai_model(loopback), Steps({"temperature": 0.25}))
+    step = await run_turn(openai_model(loopback), Steps({"temperature": 0.25}))
     sent = loopback.requests[0]
     assert step.request == sent.json  # exactly the body that went over the wire
     assert step.request["temperature"] == 0.25 and step.request["messages"][0]["content"] == "Be brief."
@@ -59,14 +59,14 @@ async def test_the_step_record_holds_the_request_as_sent_and_the_response(loopba
 async def test_a_setting_the_provider_cannot_take_is_a_warning(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(an_stream({"type": "text", "text": "ok"}, stop="end_turn", input_tokens=3,
                                          output_tokens=1)))
-    step = await run(anthropic_model(loopback), Steps({"seed": 7, "temperature": 0.5}))
+    step = await run_turn(anthropic_model(loopback), Steps({"seed": 7, "temperature": 0.5}))
     assert "seed" not in loopback.requests[0].json and step.request == loopback.requests[0].json
     assert step.warnings == ["anthropic does not support the seed setting; it was not sent"]
 
 
 async def test_the_responses_api_warns_about_stop_and_seed(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply.sse(text_stream("ok")))
-    step = await run(responses_model(loopback), Steps({"stopSequences": ["END"], "seed": 1}))
+    step = await run_turn(responses_model(loopback), Steps({"stopSequences": ["END"], "seed": 1}))
     assert step.request == loopback.requests[0].json
     assert sorted(step.warnings) == [
         "openai does not support the seed setting; it was not sent",
@@ -75,5 +75,5 @@ async def test_the_responses_api_warns_about_stop_and_seed(loopback: LoopbackSer
 
 
 async def test_a_model_that_is_not_an_http_provider_has_no_request_body() -> None:
-    step = await run(ScriptedModel(["hi"]), Steps())
+    step = await run_turn(ScriptedModel(["hi"]), Steps())
     assert step.request is None and step.response is not None and step.response["headers"] == {}

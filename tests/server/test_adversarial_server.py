@@ -279,7 +279,7 @@ async def test_a_malformed_message_over_websocket_fails_its_own_request_only() -
 # -- POST /api/chat with bodies of the wrong shape ------------------------------------------------------
 
 
-def body(messages: Any = None, **extra: Any) -> bytes:
+def request_body(messages: Any = None, **extra: Any) -> bytes:
     payload = {"id": "shape", "messages": [user("hi", "u1")] if messages is None else messages, "trigger": "submit-message"}
     payload.update(extra)
     return json.dumps(payload).encode()
@@ -298,20 +298,20 @@ WRONG_SHAPES: list[tuple[str, bytes, str]] = [
     ("id-control", json.dumps({"id": "a\nb", "messages": []}).encode(), "invalid_request"),
     ("id-huge", json.dumps({"id": "x" * 300, "messages": []}).encode(), "invalid_request"),
     ("messages-null", json.dumps({"id": "shape", "messages": None}).encode(), "invalid_request"),
-    ("messages-object", body(messages={"0": user("hi", "u1")}), "invalid_request"),
-    ("message-number", body(messages=[1]), "invalid_request"),
-    ("message-list", body(messages=[[user("hi", "u1")]]), "invalid_request"),
-    ("parts-string", body(messages=[{"id": "u1", "role": "user", "parts": "hi"}]), "invalid_request"),
-    ("part-string", body(messages=[{"id": "u1", "role": "user", "parts": ["hi"]}]), "invalid_request"),
-    ("message-id-number", body(messages=[{"id": 7, "role": "user", "parts": []}]), "invalid_request"),
-    ("role-missing", body(messages=[{"id": "u1", "parts": []}]), "invalid_request"),
-    ("role-tool", body(messages=[{"id": "u1", "role": "tool", "parts": []}]), "invalid_request"),
-    ("metadata-string", body(messages=[{"id": "u1", "role": "user", "parts": [], "metadata": "x"}]), "invalid_request"),
-    ("trigger-null", body(trigger=None), "invalid_request"),
-    ("trigger-number", body(trigger=1), "invalid_request"),
-    ("messageId-number", body(messageId=5), "invalid_request"),
-    ("clientTools-string", body(clientTools="all"), "invalid_request"),
-    ("clientTools-object", body(clientTools={"name": "x"}), "invalid_request"),
+    ("messages-object", request_body(messages={"0": user("hi", "u1")}), "invalid_request"),
+    ("message-number", request_body(messages=[1]), "invalid_request"),
+    ("message-list", request_body(messages=[[user("hi", "u1")]]), "invalid_request"),
+    ("parts-string", request_body(messages=[{"id": "u1", "role": "user", "parts": "hi"}]), "invalid_request"),
+    ("part-string", request_body(messages=[{"id": "u1", "role": "user", "parts": ["hi"]}]), "invalid_request"),
+    ("message-id-number", request_body(messages=[{"id": 7, "role": "user", "parts": []}]), "invalid_request"),
+    ("role-missing", request_body(messages=[{"id": "u1", "parts": []}]), "invalid_request"),
+    ("role-tool", request_body(messages=[{"id": "u1", "role": "tool", "parts": []}]), "invalid_request"),
+    ("metadata-string", request_body(messages=[{"id": "u1", "role": "user", "parts": [], "metadata": "x"}]), "invalid_request"),
+    ("trigger-null", request_body(trigger=None), "invalid_request"),
+    ("trigger-number", request_body(trigger=1), "invalid_request"),
+    ("messageId-number", request_body(messageId=5), "invalid_request"),
+    ("clientTools-string", request_body(clientTools="all"), "invalid_request"),
+    ("clientTools-object", request_body(clientTools={"name": "x"}), "invalid_request"),
 ]
 
 
@@ -332,7 +332,7 @@ async def test_chat_bodies_of_the_wrong_shape_get_400_json_errors_and_store_noth
         assert failures == []
         assert await agent.session("shape").messages() == []
         # The server and the session are fine afterwards.
-        response = await http.post("/api/chat", content=body(), headers={"content-type": "application/json"})
+        response = await http.post("/api/chat", content=request_body(), headers={"content-type": "application/json"})
         assert response.status_code == 200 and '"delta":"Valid."' in response.text
     assert [m.id for m in await agent.session("shape").messages()][0] == "u1"
 
@@ -350,7 +350,7 @@ async def test_clients_tools_with_junk_entries_are_skipped_not_fatal() -> None:
     agent = make_agent(ScriptedModel([Step(text="Ok.")]), plugins=[Tools()])
     junk = [1, "x", None, {}, {"name": ""}, {"name": 5}, {"name": "ask_user", "parameters": "not a schema"}]
     async with serve_app(agent) as (base, _), httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
-        response = await http.post("/api/chat", content=body(clientTools=junk), headers={"content-type": "application/json"})
+        response = await http.post("/api/chat", content=request_body(clientTools=junk), headers={"content-type": "application/json"})
     assert response.status_code == 200 and '"delta":"Ok."' in response.text
     assert seen == [["ask_user"]]
 

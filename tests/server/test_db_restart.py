@@ -73,7 +73,7 @@ async def history(http: httpx.AsyncClient, session: str) -> list[dict[str, Any]]
     return messages
 
 
-async def answered(http: httpx.AsyncClient, session: str, turns: int, deadline: float = 90) -> list[dict[str, Any]]:
+async def answered_history(http: httpx.AsyncClient, session: str, turns: int, deadline: float = 90) -> list[dict[str, Any]]:
     """The session's history once it holds ``turns`` user messages, each with one whole answer."""
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
@@ -118,7 +118,7 @@ async def test_chats_before_during_and_after_a_database_restart_are_each_answere
                     deltas += '"text-delta"' in line
                     if deltas == 5:
                         await pg("restart", directory)
-            messages = await answered(http, "c", 3)
+            messages = await answered_history(http, "c", 3)
     one_whole_answer_each(messages)
     assert [m["id"] for m in messages[0::2]] == ["u1", "u2", "u3"]
 
@@ -150,9 +150,9 @@ async def test_a_database_down_for_a_while_gets_503s_and_every_accepted_chat_is_
 
             await pg("resume", directory)
             # The accepted chat is answered without anyone asking; the refused one when sent again.
-            messages = await answered(http, "d", 1)
+            messages = await answered_history(http, "d", 1)
             again = await http.post("/api/chat", json={"id": "e", "messages": [user("hello", "v1")]})
             assert again.status_code == 200, again.text
-            refused_then_sent = await answered(http, "e", 1)
+            refused_then_sent = await answered_history(http, "e", 1)
     one_whole_answer_each(messages)
     one_whole_answer_each(refused_then_sent)

@@ -40,7 +40,7 @@ def memory_agent(*steps: Step) -> Think:
 
 
 @asynccontextmanager
-async def api(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
+async def served_api(agent: Think, **app_kwargs: Any) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
     async with running_server(create_app(agent, **app_kwargs)) as base:
         async with httpx.AsyncClient(base_url=base, timeout=10.0) as http:
             yield http, base
@@ -78,7 +78,7 @@ ROUTES = [("GET", "/"), ("GET", "/healthz"), ("GET", "/static/chat.js"), ("GET",
 async def test_a_foreign_origin_is_refused_on_every_route_and_the_websocket(origin: str) -> None:
     agent = memory_agent()
     await agent.session("s1").add_messages([{"id": "u0", "role": "user", "parts": [{"type": "text", "text": SECRET}]}])
-    async with api(agent) as (http, base):
+    async with served_api(agent) as (http, base):
         for method, path in ROUTES:
             response = await http.request(method, path, headers={"origin": origin}, json=chat_body())
             assert_refused(response, "forbidden_origin")
@@ -90,7 +90,7 @@ async def test_a_foreign_origin_is_refused_on_every_route_and_the_websocket(orig
 
 async def test_the_servers_own_origin_and_clients_without_origin_are_served() -> None:
     agent = memory_agent(Step(text="one"), Step(text="two"))
-    async with api(agent) as (http, base):
+    async with served_api(agent) as (http, base):
         port = base.rsplit(":", 1)[1]
         own = await http.post("/api/chat", json=chat_body("a"), headers={"origin": base})
         bare = await http.post("/api/chat", json=chat_body("b"))
@@ -106,7 +106,7 @@ async def test_the_servers_own_origin_and_clients_without_origin_are_served() ->
 async def test_allowed_origins_are_served_with_cors_and_others_still_refused() -> None:
     agent = memory_agent(Step(text="hello from think"))
     app_origin = "http://app.example:5173"
-    async with api(agent, allowed_origins=[app_origin + "/"]) as (http, base):
+    async with served_api(agent, allowed_origins=[app_origin + "/"]) as (http, base):
         preflight = await http.options(
             "/api/chat",
             headers={"origin": app_origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type,authorization"},
@@ -128,7 +128,7 @@ async def test_allowed_origins_are_served_with_cors_and_others_still_refused() -
 
 async def test_a_star_allows_every_origin_but_null_only_when_listed() -> None:
     agent = memory_agent()
-    async with api(agent, allowed_origins=["*"]) as (http, base):
+    async with served_api(agent, allowed_origins=["*"]) as (http, base):
         anywhere = await http.get("/api/sessions/c/messages", headers={"origin": "https://anything.example"})
         null = await http.get("/api/sessions/c/messages", headers={"origin": "null"})
         async with connect(ws_url(base), origin="https://anything.example") as ws:  # type: ignore[arg-type]
@@ -137,7 +137,7 @@ async def test_a_star_allows_every_origin_but_null_only_when_listed() -> None:
             assert json.loads(await ws.recv())["type"] == "cf_agent_identity"
     assert anywhere.status_code == 200 and anywhere.headers["access-control-allow-origin"] == "*"
     assert_refused(null, "forbidden_origin")
-    async with api(memory_agent(), allowed_origins=["null"]) as (http, _):
+    async with served_api(memory_agent(), allowed_origins=["null"]) as (http, _):
         assert (await http.get("/healthz", headers={"origin": "null"})).status_code == 200
 
 
@@ -156,7 +156,7 @@ def test_allowed_origins_must_be_origins() -> None:
 async def test_a_rebinding_host_is_refused_on_loopback_and_loopback_names_pass() -> None:
     agent = memory_agent()
     await agent.session("s1").add_messages([{"id": "u0", "role": "user", "parts": [{"type": "text", "text": SECRET}]}])
-    async with api(agent) as (http, base):
+    async with served_api(agent) as (http, base):
         port = base.rsplit(":", 1)[1]
         for method, path in ROUTES:
             response = await http.request(method, path, headers={"host": f"evil.example:{port}"}, json=chat_body())
@@ -175,7 +175,7 @@ async def test_a_rebinding_host_is_refused_on_loopback_and_loopback_names_pass()
 
 
 async def test_allowed_hosts_extend_the_loopback_names() -> None:
-    async with api(memory_agent(), allowed_hosts=["chat.example.com", "*.think.test"]) as (http, _):
+    async with served_api(memory_agent(), allowed_hosts=["chat.example.com", "*.think.test"]) as (http, _):
         assert (await http.get("/healthz", headers={"host": "chat.example.com"})).status_code == 200
         assert (await http.get("/healthz", headers={"host": "a.think.test:8443"})).status_code == 200
         assert (await http.get("/healthz", headers={"host": "localhost:9"})).status_code == 200
@@ -184,12 +184,12 @@ async def test_allowed_hosts_extend_the_loopback_names() -> None:
 
 
 async def test_off_loopback_any_host_is_served_and_origins_are_still_checked() -> None:
-    async with api(memory_agent(), bind_host="0.0.0.0") as (http, _):
+    async with served_api(memory_agent(), bind_host="0.0.0.0") as (http, _):
         assert (await http.get("/healthz", headers={"host": "chat.example.com"})).status_code == 200
         same = await http.get("/healthz", headers={"host": "chat.example.com", "origin": "http://chat.example.com"})
         assert same.status_code == 200
         assert_refused(await http.get("/healthz", headers={"origin": "http://evil.example"}), "forbidden_origin")
-    async with api(memory_agent(), bind_host="0.0.0.0", allowed_hosts=["*"]) as (http, _):
+    async with served_api(memory_agent(), bind_host="0.0.0.0", allowed_hosts=["*"]) as (http, _):
         assert (await http.get("/healthz", headers={"host": "any.example"})).status_code == 200
 
 
@@ -197,7 +197,7 @@ async def test_behind_a_tls_proxy_the_forwarded_scheme_and_host_make_the_pages_o
     """The README's reverse-proxy set-up: think on loopback, the proxy (on 127.0.0.1, which
     uvicorn trusts) forwarding ``Host`` and ``X-Forwarded-Proto``."""
     proxied = {"host": "chat.example.com", "x-forwarded-proto": "https", "origin": "https://chat.example.com"}
-    async with api(memory_agent(), allowed_hosts=["chat.example.com"]) as (http, base):
+    async with served_api(memory_agent(), allowed_hosts=["chat.example.com"]) as (http, base):
         assert (await http.get("/api/sessions/c/messages", headers=proxied)).status_code == 200
         plain = await http.get("/api/sessions/c/messages", headers={**proxied, "x-forwarded-proto": "http"})
         assert_refused(plain, "forbidden_origin")
@@ -223,14 +223,14 @@ def test_loopback_addresses() -> None:
 async def test_chat_needs_a_json_content_type(content_type: str | None) -> None:
     agent = memory_agent(Step(text="never"))
     headers = {"content-type": content_type} if content_type else {}
-    async with api(agent) as (http, _):
+    async with served_api(agent) as (http, _):
         response = await http.post("/api/chat", content=json.dumps(chat_body()).encode(), headers=headers)
     assert response.status_code == 415 and response.json()["error"]["type"] == "unsupported_media_type"
     assert await agent.session("c").messages() == []
 
 
 async def test_json_with_a_charset_parameter_is_accepted() -> None:
-    async with api(memory_agent(Step(text="ok"))) as (http, _):
+    async with served_api(memory_agent(Step(text="ok"))) as (http, _):
         response = await http.post("/api/chat", content=json.dumps(chat_body()).encode(), headers={"content-type": "Application/JSON; charset=utf-8"})
     assert response.status_code == 200
     assert [c["delta"] for c in sse_chunks(response.text) if c["type"] == "text-delta"] == ["ok"]
@@ -268,7 +268,7 @@ def test_max_body_sizes_on_the_command_line() -> None:
 
 
 async def test_the_page_has_a_strict_csp_and_every_response_the_safety_headers() -> None:
-    async with api(memory_agent()) as (http, _):
+    async with served_api(memory_agent()) as (http, _):
         page = await http.get("/")
         script = await http.get("/static/chat.js")
         style = await http.get("/static/chat.css")

@@ -34,7 +34,7 @@ SLOW = " ".join(f"w{i}" for i in range(25))  # the answer streaming while the ne
 TRANSPORTS = ("http", "ws")
 
 
-def script() -> ScriptedModel:
+def weather_script() -> ScriptedModel:
     return ScriptedModel(
         [
             Step(text="Let me look.", tool_calls=[call("get_weather", {"city": "Paris"}, id="call_paris")]),
@@ -147,7 +147,7 @@ async def while_in_flight(side: Send, messages: list[dict[str, Any]], request: C
 async def play(front: str, side: str) -> tuple[list[dict[str, Any]], ScriptedModel]:
     """The conversation, with its edit and regeneration sent over ``front`` while a turn sent
     over ``side`` streams; returns the final history and the model (to see what it was sent)."""
-    model = script()
+    model = weather_script()
     agent = Think(model, tools=[get_weather], store=":memory:", load_entrypoints=False)
     async with AsyncExitStack() as stack:
         base = await stack.enter_async_context(running_server(create_app(agent)))

@@ -65,14 +65,14 @@ async def wait_for_text(page: Any, text: str, timeout: float = 15_000) -> None:
     await page.wait_for_function("t => document.querySelector('#messages').innerText.includes(t)", arg=text, timeout=timeout)
 
 
-def agent_with(*steps: Any, **kwargs: Any) -> Think:
+def page_agent(*steps: Any, **kwargs: Any) -> Think:
     return Think(ScriptedModel(list(steps)), store=":memory:", load_entrypoints=False, **kwargs)
 
 
 async def test_on_a_phone_the_input_and_the_conversation_use_the_width_and_the_timeline_folds_away() -> None:
     from playwright.async_api import async_playwright
 
-    agent = agent_with(Step(text="A reply long enough to wrap on a phone: " + "words " * 30))
+    agent = page_agent(Step(text="A reply long enough to wrap on a phone: " + "words " * 30))
     async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
         page = await chromium.open(f"{base}/?session=phone", PHONE)
         box = await page.locator("#input").bounding_box()
@@ -176,7 +176,7 @@ See [the docs](https://example.com/docs)."""
 async def test_assistant_markdown_is_rendered() -> None:
     from playwright.async_api import async_playwright
 
-    agent = agent_with(Step(text=MARKDOWN))
+    agent = page_agent(Step(text=MARKDOWN))
     async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
         page = await chromium.open(f"{base}/?session=md")
         await say(page, "show me **markdown**")
@@ -207,7 +207,7 @@ HOSTILE = (
 async def test_model_output_never_runs_script() -> None:
     from playwright.async_api import async_playwright
 
-    agent = agent_with(Step(text=HOSTILE))
+    agent = page_agent(Step(text=HOSTILE))
     async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
         page = await chromium.open(f"{base}/?session=xss")
         await say(page, "say something nasty")
@@ -245,7 +245,7 @@ def get_weather(city: str) -> dict:
 async def test_decisions_name_their_plugin_and_the_timeline_survives_a_reload() -> None:
     from playwright.async_api import async_playwright
 
-    agent = agent_with(
+    agent = page_agent(
         Step(tool_calls=[call("get_weather", {"city": "Oslo"}, id="c_weather"), call("delete_file", {"path": "/x"}, id="c_delete")]),
         Step(text="Done."),
         tools=[get_weather, delete_file],
@@ -302,7 +302,7 @@ async def test_decisions_come_from_the_stored_answer_in_every_browser() -> None:
 
     # Both turns number their calls alike (as two demo servers on one database did): the first
     # turn's c1 is blocked, the second turn's c1 runs.
-    agent = agent_with(
+    agent = page_agent(
         Step(tool_calls=[call("get_weather", {"city": "Oslo"}, id="c0"), call("delete_file", {"path": "/x"}, id="c1")]),
         Step(text="First done."),
         Step(tool_calls=[call("get_weather", {"city": "Rome"}, id="c1")]),
@@ -384,7 +384,7 @@ async def test_stopped_survives_a_reload_and_clear_asks_first() -> None:
 async def test_a_message_typed_while_disconnected_stays_in_the_box() -> None:
     from playwright.async_api import async_playwright
 
-    agent = agent_with(Step(text="Hello."))
+    agent = page_agent(Step(text="Hello."))
     async with async_playwright() as pw, Browser(pw) as chromium:
         async with running_server(create_app(agent)) as base:
             page = await chromium.open(f"{base}/?session=offline")
