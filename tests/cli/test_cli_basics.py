@@ -6,31 +6,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    return tmp_path / "home"
-
-
-def think(
-    cwd: Path, home: Path, *args: str, stdin: str | None = "", **env: str
-) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
-    environ.update(THINK_HOME=str(home), COLUMNS="200", **env)
-    done = subprocess.run(
-        [sys.executable, "-m", "think_core.cli", *args],
-        input=stdin, capture_output=True, text=True, timeout=120, cwd=cwd, env=environ,
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done
+from tests.support.cli import think
 
 
 def test_version(tmp_path: Path, home: Path) -> None:

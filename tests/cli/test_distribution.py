@@ -10,32 +10,16 @@ wheel directory alone (``--no-index --find-links``).
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
-import sysconfig
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.support.venv import ROOT, fresh_venv, pip_into, run
 from think_core.hooks.markers import DISTRIBUTION
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_PLUGIN = ROOT / "examples" / "think-example-plugin"
-OWN_NAMES = ("think_core", "think_plugins", "think_agent", "__editable__")
-
-
-def run(args: Sequence[str | Path], cwd: Path | None = None, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``args`` (by default in the root folder, so that ``think_core`` is never imported from
-    the current directory by accident); the command must succeed."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith(("THINK_", "PIP_", "PYTHON"))}
-    environ.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", PIP_CONFIG_FILE=os.devnull, **env)
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, env=environ, timeout=300,
-                          cwd=cwd or Path("/"))
-    assert done.returncode == 0, f"{args}\n{done.stdout}\n{done.stderr}"
-    return done
 
 
 @pytest.fixture(scope="module")
@@ -51,31 +35,6 @@ def wheel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-index", "--no-build-isolation",
          "-w", wheels, source])
     return wheels
-
-
-@pytest.fixture(scope="module")
-def dependencies(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """This environment's installed distributions, minus this project, as a directory of links."""
-    deps = tmp_path_factory.mktemp("deps")
-    site = Path(sysconfig.get_paths()["purelib"])
-    for entry in site.iterdir():
-        if entry.name.startswith(OWN_NAMES) or entry.suffix == ".pth":
-            continue
-        (deps / entry.name).symlink_to(entry)
-    return deps
-
-
-def fresh_venv(path: Path, dependencies: Path) -> Path:
-    """A new virtual environment that sees ``dependencies``; returns its ``bin`` directory."""
-    run([sys.executable, "-m", "venv", "--without-pip", path])
-    bin_dir = path / "bin"
-    site = run([bin_dir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).stdout
-    Path(site.strip(), "_test_dependencies.pth").write_text(f"{dependencies}\n")
-    return bin_dir
-
-
-def pip_into(bin_dir: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return run([sys.executable, "-m", "pip", "--python", bin_dir / "python", "install", "--no-index", *args])
 
 
 def test_the_wheel_installs_as_think_agent_with_the_think_command(

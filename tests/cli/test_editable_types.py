@@ -15,9 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.cli.test_distribution import ROOT, dependencies, fresh_venv, pip_into
-
-__all__ = ["dependencies"]  # the fixture, shared with test_distribution
+from tests.support.venv import ROOT, fresh_venv, pip_into
 
 USER_CODE = """\
 from think_core import Think, TurnConfig

@@ -13,11 +13,9 @@ from urllib.parse import urlsplit
 import pexpect
 import pytest
 
-from tests.cli.test_cli_basics import home, think
+from tests.support.cli import think
 from tests.support.net import closed_port
 from tests.support.postgres import postgres_url
-
-__all__ = ["home"]  # the fixture, shared with test_cli_basics
 
 
 def only_line(stderr: str) -> str:

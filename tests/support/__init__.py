@@ -21,6 +21,10 @@
   write them, and a store seen through the ``Store`` protocol alone (the contract suite's).
 * :mod:`tests.support.crash`: the crash worker (``bench/crash_worker.py``) killing itself at a
   marked point, what its tools did and the answers it stored.
+* :mod:`tests.support.cli`, :mod:`tests.support.venv`: the ``think`` command run as a user runs
+  it, and fresh virtual environments for the packaging tests (their fixtures ``home`` and
+  ``dependencies`` are in ``tests/cli/conftest.py``).
+* :mod:`tests.support.net`: a local port nothing listens on.
 * :mod:`tests.support.postgres`: the test PostgreSQL server, and the ``db`` fixture (a SQLite
   file or a fresh PostgreSQL database) the suite's ``conftest.py`` offers every test.
 * :mod:`tests.support.serve`, :mod:`tests.support.ledger_tools`,
