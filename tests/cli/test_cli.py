@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 
-def think(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def think_with_env(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "think_core.cli", *args],
         capture_output=True,
@@ -20,7 +20,7 @@ def think(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
 def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     monkeypatch.delenv("THINK_PLUGINS")
     db = tmp_path / "demo.db"
-    done = think("demo", "--plain", "--db", str(db))
+    done = think_with_env("demo", "--plain", "--db", str(db))
     assert done.returncode == 0, done.stderr
     out = done.stdout
     for plugin in ("readonly_guard (loaded)", "tool_cache (loaded)", "analytics (loaded)", "overflow_classifier (loaded)",
@@ -39,14 +39,14 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
 
 
 def test_run_without_a_model_is_a_clear_error():
-    done = think("run", "hello", env={"THINK_MODEL": ""})
+    done = think_with_env("run", "hello", env={"THINK_MODEL": ""})
     assert done.returncode == 2
     assert "no model" in done.stderr
 
 
 def test_run_with_a_missing_api_key_fails_before_any_request(tmp_path):
     env = {"OPENAI_API_KEY": "", "THINK_MODEL": ""}
-    done = think("run", "hello", "--model", "openai:gpt-4o-mini", "--db", str(tmp_path / "x.db"), env=env)
+    done = think_with_env("run", "hello", "--model", "openai:gpt-4o-mini", "--db", str(tmp_path / "x.db"), env=env)
     assert done.returncode == 2
     assert "OPENAI_API_KEY" in done.stderr
 

@@ -65,7 +65,7 @@ def test_a_named_file_that_is_missing_is_an_error(tmp_path):
         load_config(str(tmp_path / "nope.toml"))
 
 
-def think(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+def think_in(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k != "THINK_PLUGINS"}  # the bundled plugins load
     return subprocess.run(
         [sys.executable, "-m", "think_core.cli", *args],
@@ -76,7 +76,7 @@ def think(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess
 
 def test_the_cli_uses_the_files_model_and_plugin_settings(tmp_path):
     write(tmp_path, '[think]\nmodel = "demo"\ndb = "from-config.db"\n\n[plugins.tool_cache]\nttl_seconds = -1\n')
-    done = think(tmp_path, "chat")
+    done = think_in(tmp_path, "chat")
     # The plugin settings from the file are validated: a negative TTL stops start-up clearly.
     assert done.returncode == 2 and "tool_cache" in done.stderr and "ttl_seconds" in done.stderr
 
@@ -95,7 +95,7 @@ def test_the_cli_reads_model_and_db_from_the_file(tmp_path):
 
 def test_flags_win_over_the_file(tmp_path):
     write(tmp_path, '[think]\nmodel = "anthropic:claude-sonnet-4-5"\n')
-    done = think(tmp_path, "run", "hi", "--model", "openai:gpt-4o-mini", OPENAI_API_KEY="", ANTHROPIC_API_KEY="")
+    done = think_in(tmp_path, "run", "hi", "--model", "openai:gpt-4o-mini", OPENAI_API_KEY="", ANTHROPIC_API_KEY="")
     assert done.returncode == 2 and "OPENAI_API_KEY" in done.stderr
 
 
@@ -103,13 +103,13 @@ def test_think_plugins_applies_the_files_disable_list(tmp_path):
     import json
 
     write(tmp_path, '[think]\ndisable = ["analytics"]\n')
-    done = think(tmp_path, "plugins", "--json")
+    done = think_in(tmp_path, "plugins", "--json")
     assert done.returncode == 0, done.stderr
     status = {row["name"]: row["status"] for row in json.loads(done.stdout)}
     assert status["analytics"] == "disabled" and status["tool_cache"] == "loaded"
 
 
 def test_run_accepts_the_offline_demo_model(tmp_path):
-    done = think(tmp_path, "run", "weather in Oslo?", "--model", "demo", "--no-plugins")
+    done = think_in(tmp_path, "run", "weather in Oslo?", "--model", "demo", "--no-plugins")
     assert done.returncode == 0, done.stderr
     assert "Oslo: -3°C and snowing." in done.stdout

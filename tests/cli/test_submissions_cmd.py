@@ -13,7 +13,7 @@ from think_core.store import open_store
 from think_core.types import UIMessage
 
 
-def think(*args: str) -> subprocess.CompletedProcess[str]:
+def think_bare(*args: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("THINK_")}
     done = subprocess.run([sys.executable, "-m", "think_core.cli", *args], capture_output=True, text=True,
                           timeout=120, env=environ)
@@ -38,7 +38,7 @@ def test_running_orphaned_unclaimed_and_queued_submissions_across_sessions(db: s
         store.create_submission("done", questions(5), submission_id="finished")
         store.finish_submission("done", "finished", "completed")
 
-        listed = think("submissions", "--db", db, "--json")
+        listed = think_bare("submissions", "--db", db, "--json")
         assert listed.returncode == 0, listed.stderr
         rows = json.loads(listed.stdout)
         assert [(r["session"], r["submission"], r["state"]) for r in rows] == [
@@ -48,7 +48,7 @@ def test_running_orphaned_unclaimed_and_queued_submissions_across_sessions(db: s
         assert rows[0]["lease_left"] < 0 and rows[2]["lease_left"] > 500
         assert rows[2]["owner"] == f"{store.submission_owner().host} pid {os.getpid()}"
 
-        lines = think("submissions", "--db", db).stdout.splitlines()
+        lines = think_bare("submissions", "--db", db).stdout.splitlines()
         assert lines[0] == "1 running, 1 orphaned, 1 unclaimed, 1 queued"
         assert lines[1].startswith("orphaned ") and "lease expired" in lines[1]
         assert lines[3].startswith("running ") and "lease ends in" in lines[3]
@@ -59,7 +59,7 @@ def test_running_orphaned_unclaimed_and_queued_submissions_across_sessions(db: s
 def test_an_empty_store_says_so(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     open_store(str(db)).close()
-    done = think("submissions", "--db", str(db))
+    done = think_bare("submissions", "--db", str(db))
     assert done.returncode == 0 and done.stdout.startswith("no submission running or pending in ")
-    missing = think("submissions", "--db", str(tmp_path / "none.db"))
+    missing = think_bare("submissions", "--db", str(tmp_path / "none.db"))
     assert missing.returncode == 1 and "no conversations stored yet" in missing.stderr

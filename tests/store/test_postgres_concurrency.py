@@ -28,7 +28,7 @@ from think_core.store.postgres import SCHEMA_VERSION, PostgresStore  # noqa: E40
 S = "queue"
 
 
-def stores(schema: str, count: int) -> list[PostgresStore]:
+def open_stores(schema: str, count: int) -> list[PostgresStore]:
     return [PostgresStore(postgres_url(), schema=schema) for _ in range(count)]
 
 
@@ -55,7 +55,7 @@ def in_threads(count: int, work: Callable[[int], None]) -> None:
 
 
 def test_in_order_claims_from_many_threads_run_the_queue_one_at_a_time_in_acceptance_order(pg_schema: str) -> None:
-    pair = stores(pg_schema, 2)
+    pair = open_stores(pg_schema, 2)
     try:
         accepted = [pair[0].create_submission(S, [user(f"m{i}")])[0].submission_id for i in range(60)]
         order: list[str] = []
@@ -95,7 +95,7 @@ def test_stores_retaking_expired_leases_at_once_take_each_row_once(pg_schema: st
             dead.create_submission(S, [user(f"m{i}")])
             assert dead.claim_next_submission(S, lease=30) is not None
     _age_running_rows(pg_schema)  # its owner went silent long ago
-    takers = stores(pg_schema, 4)
+    takers = open_stores(pg_schema, 4)
     try:
         taken: list[list[str]] = [[] for _ in takers]
 
@@ -117,7 +117,7 @@ def test_conditional_retakes_of_one_row_at_once_let_exactly_one_win(pg_schema: s
         dead.create_submission(S, [user("m")], submission_id="sub")
         claimed = dead.claim_next_submission(S, lease=30)
     assert claimed is not None and claimed.owner is not None
-    takers = stores(pg_schema, 4)
+    takers = open_stores(pg_schema, 4)
     try:
         results: list[Any] = [None] * 16
 
@@ -136,7 +136,7 @@ def test_conditional_retakes_of_one_row_at_once_let_exactly_one_win(pg_schema: s
 
 
 def test_accepts_with_one_idempotency_key_at_once_make_one_submission(pg_schema: str) -> None:
-    accepters = stores(pg_schema, 4)
+    accepters = open_stores(pg_schema, 4)
     try:
         results: list[Any] = [None] * 12
 
