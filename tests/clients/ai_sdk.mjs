@@ -10,17 +10,34 @@ import { BASE, assert, lastAssistant, renderHook, run, storedMessages, text, too
 
 const INTRODUCTION_START = "I am the offline demo model of think";
 
-// The README's snippet: resume on mount, history loaded first.
+// The README's snippet: resume on mount, history loaded first. `resuming` counts the mount's
+// resume probes (GET …/stream) still unanswered: useChat's status is "ready" before its probe
+// is answered, and a message sent in that window is dropped from view by the client itself
+// when the probe's 204 arrives (it sets the status back to "ready" for whatever request is in
+// flight; see docs/frame-ordering.md). A person types after the page has loaded, so the checks
+// send once the probe is answered.
 function mountChat(id, messages = [], extra = {}) {
-  return renderHook(() =>
+  const inner = extra.transport?.fetch ?? fetch;
+  let resuming = 0;
+  const tracked = async (url, init) => {
+    const probe = (init?.method ?? "GET") === "GET" && String(url).endsWith("/stream");
+    if (probe) resuming += 1;
+    try {
+      return await inner(url, init);
+    } finally {
+      if (probe) resuming -= 1;
+    }
+  };
+  const hook = renderHook(() =>
     useChat({
       id,
       messages,
       resume: true,
-      transport: new DefaultChatTransport({ api: `${BASE}/api/chat`, ...extra.transport }),
+      transport: new DefaultChatTransport({ api: `${BASE}/api/chat`, ...extra.transport, fetch: tracked }),
       ...extra.options,
     }),
   );
+  return Object.assign(hook, { resuming: () => resuming });
 }
 
 // The README's stop button.
@@ -29,7 +46,8 @@ async function stopTurn(hook, id) {
   await fetch(`${BASE}/api/chat/${encodeURIComponent(id)}/stop`, { method: "POST" });
 }
 
-const settled = (hook) => waitFor(() => hook.result.current.status === "ready" && hook.result.current, "status ready");
+const settled = (hook) =>
+  waitFor(() => hook.result.current.status === "ready" && hook.resuming() === 0 && hook.result.current, "status ready");
 
 await run({
   async "resume on mount with nothing streaming is 204: no error"() {
@@ -150,6 +168,26 @@ await run({
     const stored = await storedMessages(id);
     assert.equal(toolPart(stored, "send_email").state, "output-available");
     hook.unmount();
+  },
+
+  async "an error before any output: the client and the server hold the same messages, before and after a reload"() {
+    const id = unique("fail");
+    const hook = mountChat(id);
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "please fail" });
+    await waitFor(() => hook.result.current.status === "error" && hook.result.current.error, "the error");
+    assert.match(hook.result.current.error.message, /fails on purpose/);
+    const stored = await waitFor(async () => {
+      const messages = await storedMessages(id);
+      return messages.length === 1 && messages[0].metadata?.error && messages;
+    }, "the failed turn stored");
+    // No assistant message the server never stored (the one a `start` chunk would announce).
+    assert.deepEqual(hook.result.current.messages.map((m) => [m.role, m.id]), stored.map((m) => [m.role, m.id]));
+    hook.unmount();
+    const reloaded = mountChat(id, stored);
+    await settled(reloaded);
+    assert.deepEqual(reloaded.result.current.messages.map((m) => m.id), stored.map((m) => m.id));
+    reloaded.unmount();
   },
 
   async "a client-side tool is called in the browser and its result answered"() {
