@@ -5,7 +5,8 @@ hand (``think chat --model demo``, ``think serve --model demo``): it asks for th
 the city named, saves the note dictated, emails (after a human approves) whom it was asked
 to, asks the page where the user is and what time it is there (``get_location`` and
 ``get_browser_time``, client tools: offered by the front end, run in the browser), and otherwise
-explains itself at length, so that a reply can be stopped half-way.
+explains itself at length, so that a reply can be stopped half-way. Asked to "fail", it fails as
+a provider does before any output (HTTP 400), so a front end's error handling can be tried.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import uuid
 import zlib
 from typing import Any
 
+from ..errors import ProviderError
 from ..models.base import ModelRequest, ToolMessage
 from ..models.scripted import ScriptedModel, ScriptedToolCall, Step
 from ..models.scripted import call as scripted_call
@@ -37,6 +39,9 @@ _ADDRESS = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 _RECIPIENT = re.compile(r"\b(?:to|e-?mail)\s+([A-Z][\w-]*)")
 _WHERE = re.compile(r"\bwhere\s+am\s+i\b", re.I)
 _WHEN = re.compile(r"\bwhat\s+time\b", re.I)
+_FAIL = re.compile(r"\bfail\b", re.I)
+#: What the demo answers when asked to fail: a provider's refusal, before any output.
+FAILURE = "the demo model fails on purpose when asked to fail"
 #: The client tools the demo calls when the front end offers them (``clientTools`` of a
 #: request); the built-in chat page offers both.
 CLIENT_TOOL = "get_location"
@@ -94,6 +99,8 @@ def demo_step(request: ModelRequest) -> Step:
     if last.role == "tool":
         return _answer([m for m in request.messages[len(request.messages) - _trailing_tool_count(request):]])
     text = last.content if last.role == "user" else ""
+    if _FAIL.search(text):
+        return Step(error=ProviderError(FAILURE, status=400, provider="demo"))
     if "everything" in text.lower():
         return Step(text=f"With our earlier talk summarised, here is everything: {len(request.messages)} messages fit now.")
     if _WHERE.search(text):

@@ -3,6 +3,11 @@ chunks that describe it (``start``, ``start-step``, ``text-start/delta/end``,
 ``reasoning-*``, ``tool-input-*``, ``tool-output-*``, ``finish-step``, ``finish``, ``error``).
 
 The same chunks are sent by ``session.stream()``, the WebSocket server and ``POST /api/chat``.
+
+``start`` and ``start-step`` are held back until the message has something in it: a turn that
+fails (or is stopped) before any output sends its ``error`` (or ``abort``) alone. A client (the AI
+SDK's ``useChat``) adds the message ``start`` announces to its transcript, and the server stores
+no message without content, so announcing it early left the two transcripts disagreeing.
 """
 
 from __future__ import annotations
@@ -24,7 +29,10 @@ class AssistantMessageBuilder:
     def __init__(self, message_id: str, emit: Emit = None, *, send_reasoning: bool = True) -> None:
         self.message_id = message_id
         self.parts: list[dict[str, Any]] = []
-        self._emit = emit
+        self._sink = emit
+        self._emit: Emit = self._framed if emit is not None else None
+        self._held: list[dict[str, Any]] = []  # start / start-step, until there is something to show
+        self._opened = False
         self.send_reasoning = send_reasoning
         self._open_kind: str | None = None  # "text" | "reasoning" | None
         self._open_part: dict[str, Any] | None = None
@@ -65,6 +73,30 @@ class AssistantMessageBuilder:
         self.decisions[tool_call_id] = {"decision": decision, "by": by}
 
     # -- stream framing -------------------------------------------------------------------
+    def _framed(self, chunk: dict[str, Any]) -> None:
+        """Send ``chunk``, holding ``start`` / ``start-step`` back until the first chunk that
+        shows something; an ``error``, an ``abort`` or a transient ``data-*`` chunk before that
+        is sent alone (the message they would open is never stored)."""
+        assert self._sink is not None
+        kind = chunk["type"]
+        if not self._opened:
+            if kind in ("start", "start-step"):
+                self._held.append(chunk)
+                return
+            if kind in ("error", "abort") or chunk.get("transient"):
+                self._sink(chunk)
+                return
+            self._opened = True
+            held, self._held = self._held, []
+            for framing in held:
+                self._sink(framing)
+        self._sink(chunk)
+
+    def _renumber_held(self) -> None:
+        for chunk in self._held:
+            if chunk["type"] == "start":
+                chunk["messageId"] = self.message_id
+
     def start(self, metadata: dict[str, Any] | None = None) -> None:
         if self._emit:
             chunk: dict[str, Any] = {"type": "start", "messageId": self.message_id}
@@ -109,10 +141,12 @@ class AssistantMessageBuilder:
     def continue_message(self, message_id: str) -> None:
         """Build on as the message ``message_id`` (a continuation extends the answer it continues)."""
         self.message_id = message_id
+        self._renumber_held()
 
     def renumber(self) -> None:
         """Build a new message from here (a continuation re-run as a turn of its own)."""
         self.message_id = new_id()
+        self._renumber_held()
 
     def show_reasoning(self, send_reasoning: bool) -> None:
         """Whether reasoning is streamed to clients (a turn's config may decide it)."""
@@ -136,6 +170,8 @@ class AssistantMessageBuilder:
         self._tool_parts = {}
         self.error_text = None
         self.decisions = {}
+        # The re-run starts its own steps; the message's start, if not yet sent, still opens it.
+        self._held = [chunk for chunk in self._held if chunk["type"] == "start"]
 
     def abort(self) -> None:
         """The turn was cancelled. Its partial message is persisted, so a tool call it cut off
