@@ -10,7 +10,10 @@ its end; the message id ``m<i>`` is the key), instead of ``submit_messages``.
 Environment: ``THINK_CRASH_POINT`` names the point (one of :data:`POINTS`), ``THINK_CRASH_AT``
 its occurrence in this process (1-based, default 1), ``THINK_CRASH_TOOL`` the tool whose
 start counts for ``tool_started`` (default: either). Without ``THINK_CRASH_POINT`` it just
-drains and exits 0.
+drains and exits 0. With ``THINK_KEYED_RECORD`` set, ``record`` honours its call's idempotency
+key (``@tool(idempotent_with_key=True)``) the way a payment API does: the key of every attempt
+goes to ``DB.attempts``, and the effect is made only for a key the ledger (``DB.keys``) has
+not seen.
 
 Each turn answers "message <i>": step 0 calls ``lookup`` (idempotent), step 1 calls ``record``
 (not idempotent), step 2 answers with text derived from the message and both results
@@ -35,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from think_core import Think, hookimpl, tool  # noqa: E402
+from think_core import Think, ToolContext, hookimpl, tool  # noqa: E402
 from think_core.chat.transcript import ClientTranscript  # noqa: E402
 from think_core.models.base import ModelRequest, ToolMessage, UserMessage  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
@@ -87,7 +90,18 @@ def _tools(db: str) -> list[Any]:
         ran("record", note)
         return f"recorded {note}"
 
-    return [lookup, record]
+    @tool(name="record", idempotent_with_key=True)
+    def keyed_record(note: str, ctx: ToolContext) -> str:
+        """Record a note (a side effect made once per idempotency key, like a payment)."""
+        _append(db + ".attempts", json.dumps({"key": ctx.idempotency_key, "note": note, "pid": os.getpid()}))
+        keys = Path(db + ".keys")
+        if ctx.idempotency_key in (keys.read_text().splitlines() if keys.exists() else []):
+            return f"recorded {note}"  # the service answers a repeated key as it did the first time
+        _append(str(keys), ctx.idempotency_key)
+        ran("record", note)
+        return f"recorded {note}"
+
+    return [lookup, keyed_record if os.environ.get("THINK_KEYED_RECORD") else record]
 
 
 def _call_id(text: str, name: str) -> str:

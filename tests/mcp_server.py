@@ -8,7 +8,9 @@ Its tools: a read-only ``lookup`` (every answer carries the server's count of lo
 so a test can tell a cached answer from a new call; tests sharing a server use keys of their own),
 ``stats`` (those counts), a destructive ``delete_key``, an idempotent ``set_key``, ``fail`` (an
 ``isError`` result), ``pid`` and ``sleep`` (to kill the server mid-call), ``header`` (an HTTP
-request header, to see the client's headers arrive).
+request header, to see the client's headers arrive), ``charge`` (a payment that honours the
+idempotency key in the request's ``_meta``: a repeated key is answered without a second charge)
+and ``charges_made`` (the charges made).
 """
 
 from __future__ import annotations
@@ -78,6 +80,33 @@ def header(name: str, ctx: Context) -> str:
     """A header of the HTTP request that carried this call ("" over stdio)."""
     request = ctx.request_context.request
     return request.headers.get(name, "") if request is not None else ""
+
+
+charges: dict[str, float] = {}
+IDEMPOTENCY_KEY = "think/idempotency-key"
+
+
+def _meta(ctx: Context) -> dict[str, object]:
+    meta = ctx.request_context.meta
+    if meta is None:
+        return {}
+    return dict(meta) if isinstance(meta, dict) else meta.model_dump(by_alias=True)
+
+
+@app.tool(annotations=ToolAnnotations(destructive_hint=True))
+def charge(amount: float, ctx: Context) -> str:
+    """Charge ``amount``; a call whose idempotency key was charged already charges nothing more."""
+    key = _meta(ctx).get(IDEMPOTENCY_KEY)
+    if not isinstance(key, str):
+        raise ToolError("an idempotency key is required")
+    charges.setdefault(key, amount)
+    return f"charged {charges[key]} for {key}"
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True))
+def charges_made() -> dict[str, float]:
+    """The charges made, by idempotency key."""
+    return dict(charges)
 
 
 def serve_http(port: int = 0) -> None:

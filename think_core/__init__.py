@@ -42,7 +42,7 @@ from .models.scripted import ScriptedModel, Step, call
 from .paths import data_dir
 from .session import Session
 from .store import SQLiteStore, Store, Submission
-from .tools import Tool, ToolAnnotations, tool
+from .tools import Tool, ToolAnnotations, ToolContext, tool
 from .types import (
     ChatErrorContext,
     ChatResponseResult,
@@ -109,6 +109,7 @@ __all__ = [
     "ThinkError",
     "Tool",
     "ToolAnnotations",
+    "ToolContext",
     "ToolCall",
     "ToolCallContext",
     "ToolCallDecision",

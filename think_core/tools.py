@@ -4,6 +4,10 @@
 docstring. A tool may be sync, async, or an async generator (its yields are preliminary
 results; the last one is the result), or return an async iterable (consumed the same way). A *client tool* has a schema and no implementation:
 the call is handed to the client and answered with ``session.add_tool_result``.
+
+A tool that declares a parameter annotated :class:`ToolContext` (any name) is given its call's
+context there — the session, the call, and the call's ``idempotency_key``; the parameter is not
+part of the schema the model sees.
 """
 
 from __future__ import annotations
@@ -11,9 +15,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from .events import Usage
 
 _SKIP_SCHEMA_KEYS = ("title",)
 
@@ -30,6 +37,36 @@ class ToolAnnotations(BaseModel):
     destructive: bool = False
     idempotent: bool = False
     needs_approval: bool = False
+    idempotent_with_key: bool = False
+    """The tool passes its call's ``idempotency_key`` to whatever it changes (a payment API's
+    ``Idempotency-Key``, a unique constraint), so running the call again with the same key has
+    no second effect: after a crash it is run again instead of being reported as interrupted."""
+
+
+@dataclass
+class ToolContext:
+    """What a tool that asks for it (a parameter annotated ``ToolContext``) knows of its call.
+
+    ``idempotency_key`` is derived from the session, the turn (a durable submission's id, so the
+    same after a crash and its recovery), the step and the call id: hand it to the service the
+    tool changes, and a call run again after a crash has no second effect (declare that with
+    ``@tool(idempotent_with_key=True)``).
+    """
+
+    session_id: str
+    request_id: str
+    step_number: int
+    tool_call_id: str
+    tool_name: str
+    idempotency_key: str
+    #: The calling agent's plugin objects by name, in registration order (what a sub-agent loads too).
+    plugins: dict[str, Any] = field(default_factory=dict)
+    #: Usage the call spent on models of its own (a sub-agent's turn), added to the turn's.
+    usage: Usage = field(default_factory=Usage)
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count ``usage`` (spent by this call on a model) in the calling turn's usage."""
+        self.usage = self.usage + usage
 
 
 class ToolInputError(ValueError):
@@ -60,6 +97,8 @@ class Tool(Generic[P, R]):
         self.annotations = annotations or ToolAnnotations()
         self.is_generator = function is not None and inspect.isasyncgenfunction(function)
         self.is_async = function is not None and inspect.iscoroutinefunction(function)
+        #: The parameter that receives the call's :class:`ToolContext` (``None``: it takes none).
+        self.context_parameter = _context_parameter(function) if function is not None else None
         self._validator = _InputValidator(function, parameters)
 
     @classmethod
@@ -136,7 +175,7 @@ def _signature_model(function: Callable[..., Any]) -> TypeAdapter[Any]:
     fields: dict[str, Any] = {}
     # eval_str resolves annotations written as strings (``from __future__ import annotations``).
     for name, param in inspect.signature(function, eval_str=True).parameters.items():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.annotation is ToolContext:
             continue
         annotation = param.annotation if param.annotation is not inspect.Parameter.empty else Any
         default = param.default if param.default is not inspect.Parameter.empty else ...
@@ -145,6 +184,13 @@ def _signature_model(function: Callable[..., Any]) -> TypeAdapter[Any]:
         f"{function.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
     )
     return TypeAdapter(model)
+
+
+def _context_parameter(function: Callable[..., Any]) -> str | None:
+    for name, param in inspect.signature(function, eval_str=True).parameters.items():
+        if param.annotation is ToolContext:
+            return name
+    return None
 
 
 def _describe(tool_name: str, exc: ValidationError) -> str:
@@ -181,6 +227,7 @@ def tool(
     destructive: bool = False,
     idempotent: bool = False,
     needs_approval: bool = False,
+    idempotent_with_key: bool = False,
 ) -> Tool[P, R]: ...
 
 
@@ -194,6 +241,7 @@ def tool(
     destructive: bool = False,
     idempotent: bool = False,
     needs_approval: bool = False,
+    idempotent_with_key: bool = False,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 
 
@@ -206,6 +254,7 @@ def tool(
     destructive: bool = False,
     idempotent: bool = False,
     needs_approval: bool = False,
+    idempotent_with_key: bool = False,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Turn a typed function into a :class:`Tool`. Usable bare (``@tool``) or with options
     (``@tool(read_only=True)``); either way the result keeps the function's type."""
@@ -221,6 +270,7 @@ def tool(
                 destructive=destructive,
                 idempotent=idempotent,
                 needs_approval=needs_approval,
+                idempotent_with_key=idempotent_with_key,
             ),
         )
 

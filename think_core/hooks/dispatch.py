@@ -346,6 +346,12 @@ class HookDispatcher:
         self._chunk_generation = self._pm.generation
 
     @property
+    def plugins(self) -> dict[str, object]:
+        """The registered plugin objects by name, in registration order (what a sub-agent
+        called as a tool loads too, so delegating keeps the caller's guards)."""
+        return {name: plugin for name, plugin in self._pm.list_name_plugin() if plugin is not None}
+
+    @property
     def chunk_observers(self) -> tuple[ChunkObserver, ...]:
         """The ``on_chunk`` implementations as plain callables taking the ``ChunkContext``,
         in pluggy's order. Empty when no plugin observes chunks, so the engine can skip

@@ -76,6 +76,7 @@ class _Call:
     name: str
     arguments: dict[str, Any]
     future: asyncio.Future[Any]
+    meta: dict[str, Any] | None = field(default=None)
     scope: anyio.CancelScope | None = field(default=None)
 
     def abandon_if_cancelled(self, future: asyncio.Future[Any]) -> None:
@@ -121,10 +122,10 @@ class Connection:
             await self.close(timeout=5.0)
             raise
 
-    async def call(self, name: str, arguments: dict[str, Any], timeout: float) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any], timeout: float, meta: dict[str, Any] | None = None) -> Any:
         if not self.alive:
             raise MCPServerError(f"MCP server {self._label!r} is not running: {self._failure or 'closed'}")
-        job = _Call(name, arguments, self.loop.create_future())
+        job = _Call(name, arguments, self.loop.create_future(), meta=meta)
         job.future.add_done_callback(job.abandon_if_cancelled)
         self._pending.add(job)
         self._queue.put_nowait(job)
@@ -174,7 +175,7 @@ class Connection:
         with anyio.CancelScope() as scope:
             job.scope = scope
             try:
-                result = await client.call_tool(job.name, job.arguments)
+                result = await client.call_tool(job.name, job.arguments, meta=job.meta)
             except MCPError as exc:
                 if exc.code == CONNECTION_CLOSED or _session_lost(exc):
                     self._failure = _describe(exc)

@@ -44,6 +44,9 @@ class MCPServer:
     :param timeout: seconds one tool call may take.
     :param connect_timeout: seconds to start (or reach) the server and list its tools.
     :param max_restarts: how many times a server that stopped is started again.
+    :param idempotency_keys: the server honours the idempotency key think sends with every call
+        (``params._meta["think/idempotency-key"]``): its tools are ``idempotent_with_key``, so a
+        call cut off by a crash, or lost with the connection, is sent again with the same key.
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class MCPServer:
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         max_restarts: int = DEFAULT_MAX_RESTARTS,
+        idempotency_keys: bool = False,
     ) -> None:
         if importlib.util.find_spec("mcp") is None:
             raise MissingMCPExtra()
@@ -66,6 +70,7 @@ class MCPServer:
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_restarts = max_restarts
+        self.idempotency_keys = idempotency_keys
         self.restarts = 0
         self._tools: list[MCPTool] = []
         self._conn: Connection | None = None
@@ -108,16 +113,20 @@ class MCPServer:
         await self._connection()
         return self.tools
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, repeatable: bool = False) -> Any:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, repeatable: bool = False, meta: dict[str, Any] | None = None
+    ) -> Any:
         """Call the server's tool ``name``; its output (see :func:`~think_core.mcp.tools.tool_output`).
 
-        :param repeatable: the call changes nothing, so it may be sent again to a restarted server.
+        :param repeatable: the call changes nothing (or carries a key the server honours), so it
+            may be sent again to a restarted server.
+        :param meta: the request's ``_meta`` (the call's idempotency key).
         :raises MCPToolError: the server answered with an error.
         :raises MCPServerError: the server stopped, could not be reached or did not answer in time.
         """
         conn = await self._connection()
         try:
-            result = await conn.call(name, arguments, self.timeout)
+            result = await conn.call(name, arguments, self.timeout, meta)
         except MCPServerError as exc:
             if conn.alive:
                 raise  # a slow or failing answer of a running server: not a reason to restart it
@@ -126,7 +135,7 @@ class MCPServer:
                 effect = "The call may or may not have taken effect"
                 raise MCPServerError(f"{str(exc).rstrip('.')}. {effect}; the next call {again}.") from None
             logger.warning("%s; calling %r again", exc, name)
-            result = await (await self._connection()).call(name, arguments, self.timeout)
+            result = await (await self._connection()).call(name, arguments, self.timeout, meta)
         return tool_output(result)
 
     async def aclose(self) -> None:

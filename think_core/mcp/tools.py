@@ -4,24 +4,37 @@ A tool listed by ``tools/list`` keeps its name (behind the server's prefix, if a
 and JSON schema; its MCP annotations become think's, so the read-only guard and the tool cache
 treat it like any annotated Python tool. MCP's defaults apply to a tool without hints: not
 read-only, destructive, not idempotent.
+
+Every call carries its idempotency key (:class:`~think_core.tools.ToolContext`) in the request's
+``_meta`` under :data:`IDEMPOTENCY_KEY_META` (MCP has no standard field for one; ``_meta`` is
+where a request's extra data goes, and a server that does not know the key ignores it).
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from ..tools import AnyTool, ToolAnnotations
+from ..tools import AnyTool, ToolAnnotations, ToolContext
 from .errors import MCPToolError
 
-__all__ = ["MCPTool", "ToolServer", "annotations_from", "tool_output"]
+__all__ = ["IDEMPOTENCY_KEY_META", "MCPTool", "ToolServer", "annotations_from", "tool_output"]
+
+#: The ``_meta`` key of a ``tools/call`` request that holds the call's idempotency key.
+IDEMPOTENCY_KEY_META = "think/idempotency-key"
+
+#: The keyword the engine passes the call's context by (not a name an MCP schema would use).
+_CONTEXT = "_think_tool_context"
 
 
 class ToolServer(Protocol):
     """What a tool needs of its server (an :class:`~think_core.mcp.MCPServer`)."""
 
     name: str
+    idempotency_keys: bool
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], *, repeatable: bool = False) -> Any: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, repeatable: bool = False, meta: dict[str, Any] | None = None
+    ) -> Any: ...
 
 
 class MCPTool(AnyTool):
@@ -37,30 +50,37 @@ class MCPTool(AnyTool):
             spec.description or spec.title or "",
             _parameters(spec.input_schema),
             None,  # the schema, not a Python signature, describes the arguments
-            annotations_from(spec.annotations),
+            annotations_from(spec.annotations, idempotent_with_key=server.idempotency_keys),
         )
         self.server = server
         self.remote_name: str = spec.name
         self.function = self._call
         self.is_async = True
+        self.context_parameter = _CONTEXT
 
     async def _call(self, **arguments: Any) -> Any:
-        # A call that cannot have changed anything may be repeated on a restarted server.
-        repeatable = self.annotations.read_only or self.annotations.idempotent
-        return await self.server.call_tool(self.remote_name, arguments, repeatable=repeatable)
+        context: ToolContext | None = arguments.pop(_CONTEXT, None)
+        meta = {IDEMPOTENCY_KEY_META: context.idempotency_key} if context is not None else None
+        # A call that cannot have changed anything, or whose key the server honours, may be
+        # repeated on a restarted server.
+        hints = self.annotations
+        repeatable = hints.read_only or hints.idempotent or hints.idempotent_with_key
+        return await self.server.call_tool(self.remote_name, arguments, repeatable=repeatable, meta=meta)
 
     def __repr__(self) -> str:
         return f"<MCP tool {self.name!r} of {self.server.name!r}>"
 
 
-def annotations_from(hints: Any) -> ToolAnnotations:
+def annotations_from(hints: Any, *, idempotent_with_key: bool = False) -> ToolAnnotations:
     """think's annotations from MCP's ``readOnlyHint`` / ``destructiveHint`` / ``idempotentHint``.
-    ``destructiveHint`` defaults to true and means something only for a tool that is not read-only."""
+    ``destructiveHint`` defaults to true and means something only for a tool that is not read-only;
+    ``idempotent_with_key`` is the server's (``MCPServer(idempotency_keys=True)``)."""
     read_only = getattr(hints, "read_only_hint", None) is True
     return ToolAnnotations(
         read_only=read_only,
         destructive=not read_only and getattr(hints, "destructive_hint", None) is not False,
         idempotent=getattr(hints, "idempotent_hint", None) is True,
+        idempotent_with_key=idempotent_with_key,
     )
 
 

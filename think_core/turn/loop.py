@@ -298,6 +298,9 @@ class Turn(RetriedSteps):
             for o in outcomes
             if not o.pending
         ]
+        for o in outcomes:  # a sub-agent's turn, run by a call, counts in this step's usage
+            if o.usage is not None and o.usage != Usage():
+                step.usage = step.usage + o.usage
         self.builder.finish_step()
         self._remember_step(step)
         await self.journal.step_finished(step, self.builder.message)

@@ -9,12 +9,16 @@ In a durable turn (a ``TurnJournal``; other turns have a null journal), a call i
 result as soon as it is known, so each side effect happens at most once: on recovery a stored
 result is reused, and a call that started without one runs again only if its tool is
 idempotent or read-only — otherwise the model (and ``after_tool_call``) gets an error result
-saying it was interrupted.
+saying it was interrupted. A tool that honours its call's idempotency key
+(``idempotent_with_key``) runs again too, with the same key: the key is derived from the session,
+the turn's request id (a durable submission's id), the step and the call id, all of which the
+journal restores.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import logging
@@ -28,9 +32,9 @@ from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 from ..errors import HookTimeout
-from ..events import ToolResult
+from ..events import ToolResult, Usage
 from ..models.base import ModelMessage, ToolCallRequest
-from ..tools import AnyTool, ToolInputError
+from ..tools import AnyTool, ToolContext, ToolInputError
 from ..types import (
     ChunkContext,
     SessionView,
@@ -58,6 +62,8 @@ class ToolOutcome:
     output: Any = None
     error: str | None = None
     pending: bool = False
+    #: What the call spent on models of its own (a sub-agent's turn), counted in the turn's usage.
+    usage: Usage | None = None
 
 
 class ToolCallRunner:
@@ -157,15 +163,51 @@ class ToolCallRunner:
             )
         run_input = verdict.input if verdict is not None and verdict.input is not None else validated
         await self.journal.tool_started(call.id)
+        return await self._run_tool(step_number, call, tool, run_input, messages, started, decided_by)
+
+    async def _run_tool(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool,
+        run_input: dict[str, Any],
+        messages: list[ModelMessage],
+        started: float,
+        decided_by: str | None,
+    ) -> ToolOutcome:
+        """Run an allowed call (journaled as started) and finish it with its output or error."""
+        context = self._tool_context(step_number, call)
         try:
-            output = await self._execute(step_number, tool, call, run_input)
+            output = await self._execute(step_number, tool, call, self._with_context(tool, run_input, context))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return await self._finish(
-                step_number, call, tool, messages, started, decision, error=_describe(exc), decided_by=decided_by
+            outcome = await self._finish(
+                step_number, call, tool, messages, started, "allow", error=_describe(exc), decided_by=decided_by
             )
-        return await self._finish(step_number, call, tool, messages, started, decision, output=output, decided_by=decided_by)
+        else:
+            outcome = await self._finish(
+                step_number, call, tool, messages, started, "allow", output=output, decided_by=decided_by
+            )
+        outcome.usage = context.usage
+        return outcome
+
+    def _tool_context(self, step_number: int, call: ToolCallRequest) -> ToolContext:
+        return ToolContext(
+            session_id=self.session.id,
+            request_id=self.request_id,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            idempotency_key=idempotency_key(self.session.id, self.request_id, step_number, call.id),
+            plugins=self.hooks.plugins,
+        )
+
+    @staticmethod
+    def _with_context(tool: AnyTool, run_input: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        if tool.context_parameter is None:
+            return run_input
+        return {**run_input, tool.context_parameter: context}
 
     async def _decide(
         self,
@@ -215,6 +257,10 @@ class ToolCallRunner:
             return None
         if tool is not None and (tool.annotations.idempotent or tool.annotations.read_only):
             logger.info("tool call %s of %s was interrupted; running it again (idempotent)", call.id, call.name)
+            return None
+        if tool is not None and tool.annotations.idempotent_with_key:
+            logger.info("tool call %s of %s was interrupted; running it again with the same idempotency key",
+                        call.id, call.name)
             return None
         logger.warning("tool call %s of %s was interrupted and is not run again", call.id, call.name)
         return await self._finish(
@@ -305,6 +351,14 @@ class ToolCallRunner:
                 )
             )
         return ToolOutcome(call, output=output, error=error)
+
+
+def idempotency_key(session_id: str, request_id: str, step_number: int, call_id: str) -> str:
+    """A call's idempotency key: the same for the same call of the same turn (a durable turn's
+    request id is its submission's id, restored with its steps and call ids after a crash), and
+    short and opaque enough for any service's ``Idempotency-Key`` (payment APIs take 255 chars)."""
+    journal_position = "\x1f".join((session_id, request_id, str(step_number), call_id))
+    return "think-" + hashlib.sha256(journal_position.encode()).hexdigest()[:40]
 
 
 def _describe(exc: BaseException) -> str:
