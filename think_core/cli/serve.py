@@ -12,6 +12,8 @@ POST /api/chat (AI SDK UI message stream), /api/sessions/<id>/messages, /healthz
 Set THINK_API_TOKEN (or --token) to require a bearer token. Browser pages of other origins
 are refused unless listed with --allow-origin; on a loopback --host only localhost names are
 accepted as Host (add more with --allowed-host). Tokens are masked in the access log.
+Without -v the log has one WARNING line per failed turn (session, request id, classification,
+the provider's message); -v adds think's INFO records and every hook call of every turn.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import signal
 import sys
@@ -86,6 +89,8 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     if not getattr(args, "verbose", 0):
         _operator_log()
+    else:  # -v: every hook call of every turn as well (the timeline the page shows, on stderr)
+        os.environ.setdefault("THINK_TRACE_PLUGINS", "1")
     try:
         agent = agent_from_args(args)
     except ConfigurationError as exc:
