@@ -29,6 +29,9 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     assert "get_weather({'city': 'lisbon'}) → allow" in out
     assert "get_weather({'city': 'lisbon'}) → substitute" in out  # the cached answer
     assert "save_note({'text': 'buy oranges'}) → block" in out  # read-only mode
+    # The decisions stand on the before_tool_call lines, where they are taken, with their plugin.
+    assert "before_tool_call   get_weather({'city': 'lisbon'}) → substitute by tool_cache" in out
+    assert "before_tool_call   save_note({'text': 'buy oranges'}) → block by readonly_guard" in out
     # The model's explanation is the guard's own reason, not a guess.
     assert "I did not run save_note." in out and "this session is in read-only mode" in out
     assert "context overflow classified by overflow_classifier → compacted" in out

@@ -100,9 +100,11 @@ def test_think_chat_names_the_endpoint_and_history_shows_the_failure(tmp_path: P
     url = f"http://127.0.0.1:{closed_port()}/v1"
     db = str(tmp_path / "chat.db")
     done = think(tmp_path, home, "chat", "--model", f"openai-compatible:m@{url}", "--no-plugins", "--db", db,
-                 stdin="hi\n")
+                 stdin="hi\n/history\n")
     assert done.returncode == 0, done.stderr
     assert f"(model endpoint {url}/chat/completions)" in done.stdout
+    shown = done.stdout.split("you> ")[2]  # what /history showed: the message and its error
+    assert "user: hi" in shown and "error: " in shown, done.stdout
     assert "turn failed" not in done.stderr  # said once, by the chat itself
 
     history = think(tmp_path, home, "history", "cli", "--db", db)

@@ -23,6 +23,7 @@ from .. import (
     SessionView,
     StepContext,
     StepResult,
+    ToolCallContext,
     ToolCallResultContext,
     TurnContext,
     hookimpl,
@@ -72,6 +73,7 @@ class Timeline:
     def __init__(self) -> None:
         self.events: list[tuple[float, str, str]] = []
         self.chunks = 0
+        self._deciding: dict[str, int] = {}  # tool call id → its before_tool_call line
         self.started = time.perf_counter()
 
     def _add(self, hook: str, detail: str = "") -> None:
@@ -97,9 +99,21 @@ class Timeline:
     def on_chunk(self, ctx: ChunkContext) -> None:
         self.chunks += 1
 
+    @hookimpl(tryfirst=True)
+    def before_tool_call(self, ctx: ToolCallContext) -> None:
+        # The decision is taken here, by whichever plugin answers; it is known once the call has
+        # ended, and then written into this line (see after_tool_call).
+        self._deciding[ctx.tool_call_id] = len(self.events)
+        self._add("before_tool_call", f"{ctx.tool_name}({ctx.input})")
+
     @hookimpl
     def after_tool_call(self, ctx: ToolCallResultContext) -> None:
-        self._add("after_tool_call", f"{ctx.tool_name}({ctx.input}) → {ctx.decision}: {ctx.output!r}")
+        index = self._deciding.pop(ctx.tool_call_id, None)
+        if index is not None:
+            at, hook, detail = self.events[index]
+            by = f" by {ctx.decided_by}" if ctx.decided_by else ""
+            self.events[index] = (at, hook, f"{detail} → {ctx.decision}{by}")
+        self._add("after_tool_call", f"{ctx.tool_name}: {ctx.output!r}")
 
     @hookimpl
     def on_step_finish(self, ctx: StepResult) -> None:
