@@ -42,6 +42,7 @@ from .models.scripted import ScriptedModel, Step, call
 from .paths import data_dir
 from .session import Session
 from .store import SQLiteStore, Store, Submission
+from .subagents import PARENT_CALL_KEY
 from .tools import Tool, ToolAnnotations, ToolContext, tool
 from .types import (
     ChatErrorContext,
@@ -66,6 +67,7 @@ from .types import (
 )
 
 __all__ = [
+    "PARENT_CALL_KEY",
     "PluginLoadInterrupted",
     "StoreUnavailable",
     "ClientRequestRefused",

@@ -23,6 +23,7 @@ from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
 from .store.shared import SharedSessions
+from .subagents import subagent_tool
 from .tools import AnyTool, Tool
 from .turn.compaction import Compactor, Summarizer
 from .turn.loop import TurnDeps
@@ -181,6 +182,19 @@ class Think:
         from .models.resolve import resolve_model
 
         return resolve_model(spec, client=self._http)
+
+    def as_tool(
+        self, name: str, description: str, *, inherit_plugins: bool = True, read_only: bool = False
+    ) -> AnyTool:
+        """This agent as a tool of another (a sub-agent): a call runs one turn of this agent for
+        the ``task`` the model gives, in a child session linked to the call, streaming its
+        progress as preliminary results, cancelled with the calling turn, its usage counted in
+        the caller's. With ``inherit_plugins`` (the default) the caller's plugins are loaded into
+        this agent and its turn gets the caller's body, so the caller's guards and budgets hold
+        for what the sub-agent does. ``read_only`` annotates the tool itself (a read-only guard
+        lets it through; the sub-agent's own calls are still checked). See
+        :mod:`think_core.subagents`."""
+        return subagent_tool(self, name, description, inherit_plugins=inherit_plugins, read_only=read_only)
 
     def session(self, session_id: str = "default") -> Session:
         """The session ``session_id`` (created on first use; ``configure_session`` fires once)."""

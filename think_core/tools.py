@@ -59,6 +59,8 @@ class ToolContext:
     tool_call_id: str
     tool_name: str
     idempotency_key: str
+    #: The turn's body (a sub-agent's turn gets it too: a client's ``read_only`` still holds).
+    body: dict[str, Any] | None = None
     #: The calling agent's plugin objects by name, in registration order (what a sub-agent loads too).
     plugins: dict[str, Any] = field(default_factory=dict)
     #: Usage the call spent on models of its own (a sub-agent's turn), added to the turn's.

@@ -11,6 +11,10 @@ no-ops costing a few dictionary operations per hook (there is no ``on_chunk``). 
       execute_tool <name> ...     the step's tool calls, siblings however concurrent
       chat <model>                the next step
 
+A sub-agent's turn (``agent.as_tool``) whose caller is traced by this plugin (the caller's
+plugins are loaded into the sub-agent by default) is a child of the ``execute_tool`` span of the
+call that runs it, and carries ``think.parent.session_id`` / ``request_id`` / ``tool_call_id``.
+
 Every span below the turn gets its parent explicitly from the open spans of its turn, kept by
 (session id, request id[, tool call id]), so concurrent tool calls and sessions never borrow
 each other's context.
@@ -41,6 +45,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from think_core import (
+    PARENT_CALL_KEY,
     ChatErrorContext,
     ChatResponseResult,
     StepContext,
@@ -72,6 +77,7 @@ CONVERSATION = "gen_ai.conversation.id"
 ERROR_TYPE = "error.type"
 STEP_NUMBER = "think.step.number"
 STEP_ATTEMPT = "think.step.attempt"
+_PARENT_IDS = ("session_id", "request_id", "tool_call_id")  # of a sub-agent's calling tool call
 
 
 class OTelSettings(BaseModel):
@@ -194,7 +200,8 @@ class OTelTracing:
             self._end_children(turn, "context_overflow")
             turn.span.add_event("think.turn.recovery", {ERROR_TYPE: "context_overflow"})
             return
-        turn = self._open_turn(ctx.session, ctx.request_id, ctx.model)
+        parent = (ctx.body or {}).get(PARENT_CALL_KEY)
+        turn = self._open_turn(ctx.session, ctx.request_id, ctx.model, parent if isinstance(parent, dict) else None)
         turn.span.set_attribute("think.trigger", ctx.trigger)
         turn.span.set_attribute("think.continuation", ctx.continuation)
         if self._capturing(turn.span):
@@ -299,7 +306,7 @@ class OTelTracing:
         turn = self._turns.get((str(session.id), request_id))
         return turn if turn is not None else self._open_turn(session, request_id, model)
 
-    def _open_turn(self, session: Any, request_id: str, model: Any) -> _Turn:
+    def _open_turn(self, session: Any, request_id: str, model: Any, parent: dict[str, Any] | None = None) -> _Turn:
         assert self._tracer is not None
         agent = self.settings.agent_name
         attributes: dict[str, Any] = {
@@ -309,8 +316,18 @@ class OTelTracing:
             "think.request_id": request_id,
             **_model_attributes(model),
         }
-        # The parent is the caller's current span: a turn nests under the application's work.
-        span = self._tracer.start_span(f"invoke_agent {agent}", kind=SpanKind.INTERNAL, attributes=attributes)
+        # The parent is the caller's current span: a turn nests under the application's work; a
+        # sub-agent's turn nests under the span of the tool call that runs it (when traced here).
+        parent_context = None
+        if parent is not None:
+            attributes.update({f"think.parent.{key}": str(parent[key]) for key in _PARENT_IDS if key in parent})
+            caller = self._turns.get((str(parent.get("session_id")), str(parent.get("request_id"))))
+            call_span = caller.tools.get(str(parent.get("tool_call_id"))) if caller is not None else None
+            if call_span is not None:
+                parent_context = trace.set_span_in_context(call_span)
+        span = self._tracer.start_span(
+            f"invoke_agent {agent}", context=parent_context, kind=SpanKind.INTERNAL, attributes=attributes
+        )
         turn = _Turn(str(session.id), span, trace.set_span_in_context(span))
         self._turns[(str(session.id), request_id)] = turn
         while len(self._turns) > _MAX_OPEN_TURNS:

@@ -200,6 +200,7 @@ class ToolCallRunner:
             tool_call_id=call.id,
             tool_name=call.name,
             idempotency_key=idempotency_key(self.session.id, self.request_id, step_number, call.id),
+            body=self.body,
             plugins=self.hooks.plugins,
         )
 
