@@ -21,6 +21,7 @@ from tests.support.agents import make_agent
 from tests.support.crash import answers, crash_worker, run_worker
 from think_core import ToolContext, TurnResult, tool
 from think_core.mcp import MCPServer
+from think_core.mcp.config import MCPConfig
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.store import SQLiteStore
 from think_core.turn.tool_calls import idempotency_key
@@ -113,3 +114,10 @@ async def test_an_mcp_tool_sends_the_key_in_meta_and_the_server_charges_once() -
         assert charges == {key: 5.0}
     finally:
         await agent.aclose()
+
+
+def test_think_toml_declares_a_server_that_honours_the_key() -> None:
+    config = MCPConfig.model_validate({"servers": {"pay": {"command": "pay-server", "idempotency_keys": True}}})
+    [server] = config.build()
+    assert server.idempotency_keys is True
+    assert MCPConfig.model_validate({"servers": {"x": {"command": "x"}}}).build()[0].idempotency_keys is False

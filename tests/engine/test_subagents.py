@@ -170,6 +170,9 @@ async def test_cancelling_the_parent_cancels_the_child() -> None:
     assert cancelled.is_set()
     child_session = child.session(child_session_id("p", "helper", "p1"))
     assert not child_session.active_request_ids
+    [_, stopped] = await child_session.messages()  # the child's partial answer, stored as stopped
+    assert stopped.role == "assistant" and stopped.metadata == {"stopped": True}
+    assert tool_part(stopped, "wait_forever")["state"] == "output-error"
 
 
 @pytest.fixture

@@ -45,6 +45,7 @@ class MCPServerConfig(BaseModel):
     timeout: float = Field(DEFAULT_TIMEOUT, gt=0)
     connect_timeout: float = Field(DEFAULT_CONNECT_TIMEOUT, gt=0)
     max_restarts: int = Field(DEFAULT_MAX_RESTARTS, ge=0)
+    idempotency_keys: bool = False
 
     @model_validator(mode="after")
     def _one_transport(self) -> MCPServerConfig:
@@ -58,7 +59,8 @@ class MCPServerConfig(BaseModel):
 
     def build(self, name: str) -> MCPServer:
         options: dict[str, Any] = {"name": name, "prefix": self.prefix, "timeout": self.timeout,
-                   "connect_timeout": self.connect_timeout, "max_restarts": self.max_restarts}
+                   "connect_timeout": self.connect_timeout, "max_restarts": self.max_restarts,
+                   "idempotency_keys": self.idempotency_keys}
         if self.url is not None:
             return MCPServer.http(self.url, self.headers, **options)
         assert self.command is not None
