@@ -153,6 +153,8 @@ class Think:
             broken_plugins=broken_plugins,
         )
         self.hooks = HookDispatcher(self.plugin_manager, hook_timeout=hook_timeout, settings=self.settings)
+        #: Plugins of agents that called this one as a sub-agent: run here, closed by their owner.
+        self.borrowed_plugins: list[object] = []
         self.store: Store = open_store(store)
         self.db = AsyncStore(self.store)  # what the engine awaits: store calls off the event loop
         # Sessions in use (a running turn, a drain, a server connection) are found through weak
@@ -305,7 +307,7 @@ class Think:
             await session.aclose()
         for plugin in self.plugin_manager.get_plugins():
             closer = getattr(plugin, "aclose", None) or getattr(plugin, "close", None)
-            if not callable(closer):
+            if not callable(closer) or any(plugin is borrowed for borrowed in self.borrowed_plugins):
                 continue
             try:
                 result = closer()

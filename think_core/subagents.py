@@ -66,6 +66,8 @@ class ChildAgent(Protocol):
 
     @property
     def plugin_manager(self) -> _PluginManager: ...
+    @property
+    def borrowed_plugins(self) -> list[object]: ...
     def session(self, session_id: str) -> Any: ...
 
 
@@ -123,12 +125,14 @@ def subagent_tool(
 
 
 def load_caller_plugins(child: ChildAgent, plugins: dict[str, Any]) -> None:
-    """Register the caller's plugins in ``child`` (each object once)."""
+    """Register the caller's plugins in ``child`` (each object once; the caller still owns them:
+    closing the child does not close them)."""
     pm = child.plugin_manager
     for plugin_name, plugin in plugins.items():
         if isinstance(plugin, MCPTools) or pm.is_registered(plugin):
             continue  # the caller's MCP servers are its tools, not a guard
         pm.register(plugin, plugin_name if not pm.has_plugin(plugin_name) else f"{plugin_name}@caller")
+        child.borrowed_plugins.append(plugin)
 
 
 class _Progress:

@@ -84,6 +84,25 @@ async def test_a_guard_of_the_same_name_in_the_child_does_not_hide_the_parents(m
     assert child.plugin_manager.has_plugin("readonly_guard@caller")
 
 
+async def test_closing_the_sub_agent_leaves_the_parents_plugins_open() -> None:
+    closed: list[str] = []
+
+    class Sink:
+        name = "sink"
+
+        async def aclose(self) -> None:
+            closed.append("sink")
+
+    child = deleting_child([])
+    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")], plugins=[Sink()])
+    await parent.session("p").chat("tidy up")
+    assert child.plugin_manager.has_plugin("sink")
+    await child.aclose()
+    assert closed == []
+    await parent.aclose()
+    assert closed == ["sink"]
+
+
 async def test_a_clients_read_only_body_holds_in_the_sub_agent() -> None:
     deleted: list[str] = []
     child = deleting_child(deleted)
