@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support.agents import make_agent
-from think_core import PARENT_CALL_KEY, TurnResult, Usage, tool
+from think_core import PARENT_CALL_KEY, StepResult, TurnResult, Usage, hookimpl, tool
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.subagents import child_session_id
 from think_plugins.otel import OTelTracing
@@ -115,10 +115,22 @@ async def test_a_clients_read_only_body_holds_in_the_sub_agent() -> None:
 async def test_without_a_guard_the_sub_agent_acts_and_its_usage_is_the_parents() -> None:
     deleted: list[str] = []
     child = deleting_child(deleted)
-    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")])
+    steps: list[tuple[str, Usage]] = []
+
+    class StepUsage:  # what a budget counting step records sees
+        @hookimpl
+        def on_step_finish(self, ctx: StepResult) -> None:
+            steps.append((ctx.session.id, ctx.usage))
+
+    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")], plugins=[StepUsage()])
     result = await parent.session("p").chat("tidy up")
     assert deleted == ["/etc/hosts"]
     assert result.usage == PARENT_USAGE + PARENT_USAGE + CHILD_USAGE + CHILD_USAGE
+    sid = child_session_id("p", "helper", "p1")
+    # The child's steps (the parent's plugin runs in the child too), then the parent's: the step
+    # that called the sub-agent counts the child's usage.
+    assert steps == [(sid, CHILD_USAGE), (sid, CHILD_USAGE), ("p", PARENT_USAGE + CHILD_USAGE + CHILD_USAGE),
+                     ("p", PARENT_USAGE)]
 
 
 async def test_both_transcripts_link_parent_and_child_and_progress_streams() -> None:
