@@ -345,7 +345,7 @@ async def test_decisions_come_from_the_stored_answer_in_every_browser() -> None:
     assert stored[3].metadata is None
 
 
-async def test_stopped_survives_a_reload_and_clear_asks_first() -> None:
+async def test_stopped_survives_a_reload_and_clear_asks_first_and_can_be_undone() -> None:
     from playwright.async_api import async_playwright
 
     agent = Think(ScriptedModel([Step(text="This reply streams slowly so that it can be stopped. " * 20)], delay=0.05),
@@ -371,13 +371,28 @@ async def test_stopped_survives_a_reload_and_clear_asks_first() -> None:
 
         page.once("dialog", dismiss)
         await page.click("#clear")  # returns once the dialog is answered
-        assert asked and "cannot be undone" in asked[0]
+        assert asked and "undo it for 8 seconds" in asked[0]
         assert len(await agent.session("stop").messages()) == 2
         assert await page.locator('.msg[data-role="user"]').count() == 1
+
+        # Confirmed, the conversation leaves the screen, and Undo brings it back: nothing was deleted.
         page.once("dialog", lambda dialog: dialog.accept())
         await page.click("#clear")
         await page.wait_for_selector("#messages .empty", timeout=10_000)
+        await page.click("#undo-button")
+        await page.wait_for_selector('.msg[data-role="user"]', timeout=10_000)
+        await asyncio.sleep(10)  # past the undo window: an undone clear is never sent
+        assert len(await agent.session("stop").messages()) == 2
+
+        # Not undone, it is sent once the window has passed.
+        page.once("dialog", lambda dialog: dialog.accept())
+        await page.click("#clear")
+        for _ in range(600):
+            if not await agent.session("stop").messages():
+                break
+            await asyncio.sleep(0.1)
         assert await agent.session("stop").messages() == []
+        await page.wait_for_selector("#messages .empty", timeout=10_000)
         assert chromium.errors == []
 
 

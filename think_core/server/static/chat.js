@@ -86,9 +86,7 @@
         }
         break;
       case "cf_agent_message_updated": upsert(frame.message); break;
-      case "cf_agent_chat_clear":
-        state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear();
-        saveTimeline(); break;
+      case "cf_agent_chat_clear": clearLocal(); break;
       case "cf_agent_use_chat_response": onResponse(frame); break;
       case "cf_agent_stream_resuming": send({ type: "cf_agent_stream_resume_ack", id: frame.id }); return;
       case "think_timeline": onTimeline(frame); break;
@@ -276,6 +274,7 @@
     e.preventDefault();
     const text = $("input").value.trim();
     if (!text) return;
+    commitClear();  // a message sent after Clear starts the new conversation
     // Not connected: the message stays in the box (never thrown away), to send once reconnected.
     if (submit(text)) $("input").value = "";
     else toast("not connected: your message is kept in the box — send it again once connected");
@@ -284,12 +283,38 @@
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   $("stop").addEventListener("click", () => { for (const id of state.mine) send({ type: "cf_agent_chat_request_cancel", id }); });
-  // Clearing deletes the conversation on the server for every browser: only once confirmed.
+  // Clearing deletes the conversation on the server for every browser: only once confirmed, and
+  // only after UNDO_SECONDS in which Undo brings it back (nothing was sent yet). Sending a message
+  // or leaving the page clears at once.
+  const UNDO_SECONDS = 8;
+  let pendingClear = null;
+  function clearLocal() {
+    state.messages = []; state.streams.clear(); state.decisions.clear(); state.turns.clear(); state.notes.clear();
+    saveTimeline();
+  }
+  function commitClear() {
+    if (!pendingClear) return;
+    clearTimeout(pendingClear);
+    pendingClear = null;
+    $("undo").style.display = "none";
+    if (send({ type: "cf_agent_chat_clear" })) clearLocal();
+    scheduleRender();
+  }
   $("clear").addEventListener("click", () => {
-    if (window.confirm("Delete this conversation on the server, for everyone viewing it? This cannot be undone.")) {
-      send({ type: "cf_agent_chat_clear" });
-    }
+    if (pendingClear) return;
+    const question = `Delete this conversation on the server, for everyone viewing it? You can undo it for ${UNDO_SECONDS} seconds.`;
+    if (!window.confirm(question)) return;
+    pendingClear = setTimeout(commitClear, UNDO_SECONDS * 1000);
+    $("undo").style.display = "block";
+    scheduleRender();
   });
+  $("undo-button").addEventListener("click", () => {
+    clearTimeout(pendingClear);
+    pendingClear = null;
+    $("undo").style.display = "none";
+    scheduleRender();
+  });
+  window.addEventListener("pagehide", commitClear);
   $("toggle-timeline").addEventListener("click", () => {
     const open = document.body.classList.toggle("timeline-open");
     $("toggle-timeline").setAttribute("aria-expanded", String(open));
@@ -438,10 +463,11 @@
     renderQueued = false;
     const box = $("messages");
     const atBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 40;
-    box.innerHTML = state.messages.length ? state.messages.map(renderMessage).join("") : '<div class="empty">Say hello to start.</div>';
+    const shown = pendingClear ? [] : state.messages;  // cleared, until Undo or the clear is sent
+    box.innerHTML = shown.length ? shown.map(renderMessage).join("") : '<div class="empty">Say hello to start.</div>';
     if (atBottom) box.scrollTop = box.scrollHeight;
     const tl = $("timeline");
-    tl.innerHTML = renderTimeline();
+    tl.innerHTML = pendingClear ? '<div class="empty">Each turn\'s hooks appear here.</div>' : renderTimeline();
     tl.scrollTop = tl.scrollHeight;
   }
   function scheduleRender() { if (!renderQueued) { renderQueued = true; requestAnimationFrame(render); } }
