@@ -63,7 +63,10 @@ async def test_overflow_is_compacted_with_the_model_and_the_turn_succeeds(loopba
     assert summary["messages"][0] == {"role": "system", "content": SUMMARY_SYSTEM}
     assert len(summary["messages"][1]["content"]) <= 500 * 4 + 50  # the summary request is budgeted
     assert len(retried["messages"]) < len(first["messages"])
-    assert "They discussed lorem and ipsum." in retried["messages"][2]["content"]
+    # No system prompt unless the application gives one: the first question, the summary of the
+    # rest, then the new question.
+    assert retried["messages"][0]["content"].startswith("question 0 ")
+    assert "They discussed lorem and ipsum." in retried["messages"][1]["content"]
     assert retried["messages"][-1] == {"role": "user", "content": "and the last question?"}
     assert [c.continuation for c in rec.contexts["before_turn"]] == [False, False]
     assert "on_chat_error" not in rec.names()
