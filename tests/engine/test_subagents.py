@@ -12,9 +12,11 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from rich.console import Console
 
 from tests.support.agents import make_agent
 from think_core import PARENT_CALL_KEY, StepResult, TurnResult, Usage, hookimpl, tool
+from think_core.cli.chat import ChunkPrinter
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.subagents import child_session_id
 from think_plugins.otel import OTelTracing
@@ -237,3 +239,33 @@ async def test_the_child_turns_span_is_under_the_parents_tool_call_span(
     assert child_turn.attributes["think.parent.tool_call_id"] == "p1"
     child_tool = next(s for s in finished if s.name == "execute_tool delete_file")
     assert child_tool.parent is not None and child_tool.parent.span_id == child_turn.context.span_id
+
+
+async def test_think_chat_shows_a_sub_agents_progress_under_the_parents_call() -> None:
+    shown_running = asyncio.Event()
+
+    @tool
+    async def delete_file(path: str) -> str:
+        """Delete a file (once the terminal has shown that it is running)."""
+        await asyncio.wait_for(shown_running.wait(), 30)
+        return f"deleted {path}"
+
+    child = make_agent(ScriptedModel([
+        Step(text="Deleting.", tool_calls=[call("delete_file", {"path": "/etc/hosts"}, id="c1")]),
+        Step(text="Done."),
+    ]), tools=[delete_file])
+    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")])
+    console = Console(record=True, width=200)
+    printer = ChunkPrinter(console)
+    async for chunk in parent.session("p").stream("tidy up"):
+        printer.feed(chunk)
+        if "… helper → delete_file running" in console.export_text(clear=False):
+            shown_running.set()
+    lines = [line.strip() for line in console.export_text().splitlines() if line.strip()]
+    helper = [line for line in lines if line.startswith("… helper")]
+    assert helper == [
+        "… helper: Deleting.", "… helper → delete_file running", "… helper → delete_file done", "… helper: Done.",
+    ] or helper == [  # the last two updates may come as one
+        "… helper: Deleting.", "… helper → delete_file running", "… helper: Done.", "… helper → delete_file done",
+    ]
+    assert any(line.startswith("← helper") and "Deleting.Done." in line for line in lines)

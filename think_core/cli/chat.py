@@ -51,6 +51,8 @@ class ChunkPrinter:
         self.tool_names: dict[str, str] = {}
         self.approvals: list[tuple[str, str, Any]] = []  # (tool call id, tool name, input)
         self.inputs: dict[str, Any] = {}
+        #: What was shown of each running sub-agent call: its text and its tool calls' states.
+        self.progress: dict[str, tuple[str, list[Any]]] = {}
         self.failed = False
         self._mid_line = False
 
@@ -110,7 +112,8 @@ class ChunkPrinter:
         name = self.tool_names.get(call_id, "tool")
         output = _escape(_short(chunk.get("output")))
         if chunk.get("preliminary"):
-            self._line(f"[dim]… {name} {output}[/]")
+            if not self._subagent_progress(call_id, name, chunk.get("output")):
+                self._line(f"[dim]… {name} {output}[/]")
             return
         decision, plugin = self.decisions.get(call_id)
         by = f" by {_escape(plugin)}" if plugin else ""
@@ -120,6 +123,25 @@ class ChunkPrinter:
             self._line(f"[magenta]↺ {name} substituted{by} (not run)[/] {output}")
         else:
             self._line(f"[green]← {name}[/] {output}")
+
+
+    def _subagent_progress(self, call_id: str, name: str, output: Any) -> bool:
+        """A sub-agent's progress (``agent.as_tool``): show what is new since its last update —
+        the text it added, its tool calls that started or ended. ``False``: not a sub-agent's."""
+        if not (isinstance(output, dict) and "session_id" in output and "status" in output):
+            return False
+        if output["status"] != "running":
+            return True  # its last update is its result, shown next
+        shown_text, shown_tools = self.progress.get(call_id, ("", []))
+        text, tools = str(output.get("text") or ""), list(output.get("tools") or [])
+        added = text[len(shown_text):] if text.startswith(shown_text) else text
+        if added.strip():
+            self._line(f"[dim]… {_escape(name)}: {_escape(_short(added.strip()))}[/]")
+        for i, call in enumerate(tools):
+            if isinstance(call, dict) and (i >= len(shown_tools) or shown_tools[i] != call):
+                self._line(f"[dim]… {_escape(name)} → {_escape(str(call.get('tool')))} {_escape(str(call.get('state')))}[/]")
+        self.progress[call_id] = (text, tools)
+        return True
 
 
 def retry_line(data: dict[str, Any]) -> str:
