@@ -411,3 +411,47 @@ async def test_a_message_typed_while_disconnected_stays_in_the_box() -> None:
         assert await page.locator('.msg[data-role="user"]').count() == 0  # not shown as sent
         assert chromium.errors == []
     assert await agent.session("offline").messages() == []
+
+
+async def test_a_sub_agents_progress_shows_in_the_parents_tool_card() -> None:
+    """``agent.as_tool``: while the sub-agent works, the parent's tool card is open and shows
+    its text and its tool calls (not raw JSON); at the end, its answer."""
+    from playwright.async_api import async_playwright
+
+    may_finish = asyncio.Event()
+
+    @tool
+    async def fetch_report(name: str) -> str:
+        """Fetch a report (once the page has shown that it is running)."""
+        await asyncio.wait_for(may_finish.wait(), 30)
+        return f"report {name}"
+
+    helper = page_agent(
+        Step(text="Fetching the report.", tool_calls=[call("fetch_report", {"name": "q3"}, id="f1")]),
+        Step(text="The **Q3** report is ready."),
+    )
+    helper.tools["fetch_report"] = fetch_report
+    agent = page_agent(
+        Step(tool_calls=[call("researcher", {"task": "get the Q3 report"}, id="r1")]), Step(text="Here it is."),
+        tools=[helper.as_tool("researcher", "Finds reports.")],
+    )
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=sub")
+        await say(page, "the Q3 report please")
+        card = page.locator('details.tool[data-tool="researcher"]')
+        await page.wait_for_function(
+            "() => { const c = document.querySelector('details.tool[data-tool=\"researcher\"]');"
+            " return c && c.open && c.innerText.includes('fetch_report · running'); }", timeout=15_000,
+        )
+        assert "Fetching the report." in await card.inner_text()
+        assert await card.locator(".badge.state").inner_text() == "working"
+        may_finish.set()
+        await wait_for_text(page, "Here it is.")
+        if not await card.evaluate("c => c.open"):  # closed once the sub-agent is done
+            await card.locator("summary").click()
+        text = await card.inner_text()
+        assert "sub-agent sub:researcher:r1 · completed" in text.lower() and "fetch_report · done" in text
+        assert await card.locator(".subagent strong").inner_text() == "Q3"  # its answer, as Markdown
+        assert '"session_id"' not in text  # not the raw JSON
+        await page.screenshot(path=str(ARTIFACTS / "sub-agent-card.png"))
+        assert chromium.errors == [] and await page.evaluate("window.__csp") == []

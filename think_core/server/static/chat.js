@@ -170,7 +170,8 @@
       }
       case "tool-output-available": {
         const part = findToolPart(chunk.toolCallId);
-        if (part) Object.assign(part, { state: "output-available", output: chunk.output });
+        // A preliminary output (a streaming tool, a sub-agent's progress) is shown as it comes.
+        if (part) Object.assign(part, { state: "output-available", output: chunk.output, preliminary: !!chunk.preliminary });
         break;
       }
       case "tool-output-error": {
@@ -368,14 +369,33 @@
     return part.state === "output-available" || part.state === "output-error" ? { label: "allowed", by: "" } : null;
   }
 
+  // A sub-agent's result or progress (agent.as_tool): {session_id, status, text, tools}.
+  function isSubagent(output) {
+    return !!output && typeof output === "object" && typeof output.session_id === "string" &&
+      typeof output.status === "string" && typeof output.text === "string" && Array.isArray(output.tools);
+  }
+
+  function renderSubagent(output) {
+    let html = `<div class="label">sub-agent <span class="session">${esc(output.session_id)}</span> · ${esc(output.status)}</div>`;
+    html += `<div class="subagent">`;
+    if (output.text) html += `<div class="text">${markdown(output.text)}</div>`;
+    for (const call of output.tools) {
+      if (call && typeof call === "object") html += `<div class="subtool" data-state="${esc(call.state)}">${esc(call.tool)} · ${esc(call.state)}</div>`;
+    }
+    return html + `</div>`;
+  }
+
   function renderTool(part, m) {
     const name = toolName(part);
     const decision = decisionOf(part, m);
     const client = CLIENT_TOOLS[name] ? '<span class="badge">client tool</span>' : "";
-    const open = part.state === "approval-requested" || state.openTools.has(part.toolCallId);
+    // Open while it needs an answer, and while a sub-agent works (its progress is the point).
+    const working = part.preliminary && isSubagent(part.output);
+    const open = part.state === "approval-requested" || working || state.openTools.has(part.toolCallId);
     let html = `<details class="tool" data-tool="${esc(name)}" data-call="${esc(part.toolCallId)}" data-state="${esc(part.state || "")}"${open ? " open" : ""}>`;
     html += `<summary class="head"><span class="name">${esc(name)}</span>${client}`;
-    html += `<span class="badge state ${esc(part.state || "")}">${esc(STATE_LABELS[part.state] || part.state || "")}</span>`;
+    const stateLabel = part.preliminary ? "working" : STATE_LABELS[part.state] || part.state || "";
+    html += `<span class="badge state ${esc(part.state || "")}">${esc(stateLabel)}</span>`;
     if (decision) {
       const by = decision.by ? ` by ${decision.by}` : "";
       html += `<span class="badge decision ${esc(decision.label)}" title="before_tool_call decision${esc(by)}">${esc(decision.label)}</span>`;
@@ -384,7 +404,8 @@
     html += `</summary>`;
     const input = part.input !== undefined ? part.input : state.rawInputs.get(part.toolCallId);
     if (input !== undefined && input !== null) html += `<div class="label">input</div><pre class="input">${esc(pretty(input))}</pre>`;
-    if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
+    if (part.state === "output-available" && isSubagent(part.output)) html += renderSubagent(part.output);
+    else if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
     if (part.state === "output-error" || part.state === "output-denied") html += `<div class="label">error</div><pre class="output">${esc(part.errorText || "denied")}</pre>`;
     if (part.state === "approval-requested") {
       html += `<div class="actions"><button data-approve="yes" data-call="${esc(part.toolCallId)}">Approve</button>` +
