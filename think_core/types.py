@@ -215,13 +215,27 @@ class StepResult(_Context):
     response: dict[str, Any] | None = None
 
 
+class StepRetry(BaseModel):
+    """``StepContext.retry``: why ``before_step`` fires again for the same step. The step's
+    previous attempt (``attempt`` counts from 1 for the first retry) failed before any output
+    with ``error``, classified as ``classification``, while ``model`` answered it."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    attempt: int
+    error: Annotated[BaseException, SkipValidation]
+    classification: ErrorClassification | None = None
+    model: Any = None
+
+
 class StepContext(_Context):
-    """Argument of ``before_step``."""
+    """Argument of ``before_step``. ``retry`` is ``None`` on a step's first attempt."""
 
     step_number: int
     steps: list[StepResult]
     model: Any
     messages: list[ModelMessage]
+    retry: StepRetry | None = None
 
 
 class StepConfig(BaseModel):

@@ -209,6 +209,11 @@ class OTelTracing:
 
     def _before_step(self, ctx: StepContext) -> None:
         turn = self._turn(ctx.session, ctx.request_id, ctx.model)
+        if ctx.retry is not None and turn.step is not None and turn.step.number == ctx.step_number:
+            # The same step asked again: its next attempt's span opens once that attempt shows
+            # itself (see _retried), so a retry the engine then gives up adds none. Its model may
+            # be another (a fallback): gen_ai.response.model says which answered.
+            return
         self._end_step(turn, None)
         step = self._open_step(turn, ctx.step_number, ctx.model)
         if self._capturing(step.span):

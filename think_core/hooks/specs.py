@@ -138,9 +138,18 @@ def before_step(ctx: StepContext) -> StepConfig | None:
 
     Fires before every model call of a turn, after the proactive context guard.
 
+    Fires again for the same step when its attempt failed before any output: ``ctx.retry``
+    (a :class:`~think_core.types.StepRetry`: ``attempt`` from 1, the ``error``, its
+    ``classification`` from ``classify_chat_error``, the ``model`` that failed) is set then and
+    ``None`` on a step's first attempt. Answering a retry with ``StepConfig(model=...)`` (a model
+    string or instance) naming another model asks that model at once — the bundled ``fallback``
+    plugin does so; with the same model (or no answer) a ``transient`` / ``rate_limit`` failure is
+    retried after the retry policy's delay and any other one ends the turn. A step that has
+    streamed output is never retried.
+
     :param ctx: ``session``, ``request_id``, ``body``, ``step_number`` (0-based), ``steps``
         (the :class:`~think_core.types.StepResult` of earlier steps of this turn), ``model``,
-        ``messages`` (what will be sent).
+        ``messages`` (what will be sent), ``retry``.
     :returns: a :class:`~think_core.types.StepConfig` (``model``, ``active_tools``,
         ``tool_choice``, ``system``, ``messages``, ``provider_options`` — deep-merged over the
         turn's; or a dict of them, camelCase keys as in Think accepted) or ``None`` to keep the
@@ -150,7 +159,8 @@ def before_step(ctx: StepContext) -> StepConfig | None:
     ``StepConfig`` (a dict with a key that names no field included), the turn fails at stage
     ``"turn"`` with a :class:`~think_core.errors.PluginError` naming the plugin (and the key).
 
-    **Think:** an unknown key fails the turn instead of being ignored. The ``active_tools`` of
+    **Think:** a failed step is not handed back to ``beforeStep``; here ``ctx.retry`` lets a
+    plugin move it to another model. An unknown key fails the turn instead of being ignored. The ``active_tools`` of
     the first step of an approval's continuation also govern the approved calls: a call to a
     tool left out is answered with an error instead of running.
     """

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..events import Usage
@@ -39,6 +40,7 @@ from ..types import (
     StepConfig,
     StepContext,
     StepResult,
+    StepRetry,
     StepToolResult,
     Trigger,
     TurnConfig,
@@ -163,10 +165,13 @@ class Turn(RetriedSteps):
             first = plan.max_steps  # it had ended with its answer
         for step_number in range(first, plan.max_steps):
             await self._proactive_guard()
-            step_model, request, step_tools = await self._step_request(step_number, plan)
+            planned = await self._step_request(step_number, plan)
+            request, step_tools = planned[1], planned[2]
             step = self._journaled_step(step_number)
             if step is None:
-                step = await self._stream_step_with_retry(step_number, step_model, request)
+                step, step_tools = await self._stream_step_with_retry(
+                    step_number, planned, partial(self._step_request, step_number, plan)
+                )
                 if step.tool_calls:
                     await self.journal.step_streamed(step, self.builder.message)
             calls = step.tool_calls
@@ -238,8 +243,11 @@ class Turn(RetriedSteps):
             settings=config.call_settings(CallSettings()),
         )
 
-    async def _step_request(self, step_number: int, plan: TurnPlan) -> tuple[Any, ModelRequest, dict[str, AnyTool]]:
-        """``before_step``, then the model request of this step with its ``StepConfig`` applied."""
+    async def _step_request(
+        self, step_number: int, plan: TurnPlan, retry: StepRetry | None = None
+    ) -> tuple[Any, ModelRequest, dict[str, AnyTool]]:
+        """``before_step``, then the model request of this step with its ``StepConfig`` applied
+        (``retry``: again, after the step's previous attempt failed before any output)."""
         messages = self.base_messages + self.step_messages
         step_ctx = StepContext(
             session=self.session,
@@ -249,6 +257,7 @@ class Turn(RetriedSteps):
             model=plan.model,
             messages=messages,
             body=self.body,
+            retry=retry,
         )
         try:
             step_config = await self.hooks.before_step(step_ctx) or StepConfig()
