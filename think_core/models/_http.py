@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..errors import ConfigurationError, ProviderError
+from ._transport import new_client
 
 DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=5.0)
 """The official SDKs' default: a long read timeout (reasoning models think silently for minutes),
@@ -73,7 +74,7 @@ class SharedClient:
     def get(self) -> httpx.AsyncClient:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client.is_closed or self._loop is not loop:
-            self._client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT, verify=shared_ssl_context())
+            self._client = new_client(DEFAULT_TIMEOUT, shared_ssl_context())
             self._loop = loop
         return self._client
 
@@ -97,7 +98,7 @@ async def client_for_call(client: AnyClient, timeout: httpx.Timeout) -> AsyncIte
     if client is not None:
         yield client
         return
-    async with httpx.AsyncClient(timeout=timeout, verify=shared_ssl_context()) as own:
+    async with new_client(timeout, shared_ssl_context()) as own:
         yield own
 
 
