@@ -145,14 +145,14 @@ class _Progress:
         self._changed = asyncio.Event()
 
     def chunk(self, chunk: dict[str, Any]) -> None:
-        kind = chunk.get("type")
+        kind, call_id = chunk.get("type"), str(chunk.get("toolCallId"))
         if kind == "text-delta":
             self.text.append(str(chunk.get("delta", "")))
         elif kind == "tool-input-available":
-            self.tools[chunk["toolCallId"]] = {"tool": chunk.get("toolName"), "state": "running"}
-        elif kind in ("tool-output-available", "tool-output-error") and chunk.get("toolCallId") in self.tools:
+            self.tools[call_id] = {"tool": chunk.get("toolName"), "state": "running"}
+        elif kind in ("tool-output-available", "tool-output-error") and call_id in self.tools:
             if not chunk.get("preliminary"):
-                self.tools[chunk["toolCallId"]]["state"] = "done" if kind == "tool-output-available" else "error"
+                self.tools[call_id]["state"] = "done" if kind == "tool-output-available" else "error"
         if kind in _PROGRESS_CHUNKS:
             self._changed.set()
 

@@ -269,3 +269,15 @@ async def test_think_chat_shows_a_sub_agents_progress_under_the_parents_call() -
         "… helper: Deleting.", "… helper → delete_file running", "… helper: Done.", "… helper → delete_file done",
     ]
     assert any(line.startswith("← helper") and "Deleting.Done." in line for line in lines)
+
+
+async def test_a_failed_sub_agent_turn_is_the_calls_error_for_the_parent() -> None:
+    child = make_agent(ScriptedModel([Step(error=ValueError("the child's model is down"))]),
+                       retry={"max_retries": 0})
+    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")])
+    result = await parent.session("p").chat("tidy up")
+    assert result.status == "completed" and result.text == "parent done"  # the parent's model was told
+    assert result.message is not None
+    part = tool_part(result.message, "helper")
+    assert part["state"] == "output-error"
+    assert "sub-agent 'helper' failed" in part["errorText"] and "the child's model is down" in part["errorText"]
