@@ -19,6 +19,7 @@ from think_core import PARENT_CALL_KEY, StepResult, TurnResult, Usage, hookimpl,
 from think_core.cli.chat import ChunkPrinter
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.subagents import child_session_id
+from think_plugins.budget import Budget
 from think_plugins.otel import OTelTracing
 from think_plugins.readonly import ReadOnlyGuard
 
@@ -281,3 +282,34 @@ async def test_a_failed_sub_agent_turn_is_the_calls_error_for_the_parent() -> No
     part = tool_part(result.message, "helper")
     assert part["state"] == "output-error"
     assert "sub-agent 'helper' failed" in part["errorText"] and "the child's model is down" in part["errorText"]
+
+
+async def test_a_budget_cannot_be_bypassed_by_delegating() -> None:
+    """The parent's ``budget`` runs in the child: the child's step that crosses the turn limit
+    has its tool call answered "budget exhausted" and its turn ends; what the child spent counts
+    in the parent's turn, which ends after that step too."""
+    deleted: list[str] = []
+
+    @tool(destructive=True)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        deleted.append(path)
+        return f"deleted {path}"
+
+    expensive = Usage(input_tokens=180, output_tokens=20, total_tokens=200)
+    child = make_agent(ScriptedModel([
+        Step(text="Deleting.", tool_calls=[call("delete_file", {"path": "/etc/hosts"}, id="c1")], usage=expensive),
+        Step(text="child done", usage=expensive),
+    ]), tools=[delete_file])
+    parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")],
+                        plugins=[Budget({"turn_tokens": 150})])
+    result = await parent.session("p").chat("tidy up")
+    assert deleted == []  # blocked in the child by the parent's budget
+    [child_answer] = [m for m in await child.session(child_session_id("p", "helper", "p1")).messages()
+                      if m.role == "assistant"]
+    assert "budget" in str(tool_part(child_answer, "delete_file")["output"]).lower()
+    assert result.message is not None
+    helper = tool_part(result.message, "helper")
+    assert helper["state"] == "output-error" and "turn_tokens" in helper["errorText"]
+    assert result.status == "error" and result.error is not None and "turn_tokens" in result.error
+    assert result.usage == PARENT_USAGE + expensive  # the child's spending is the parent's
