@@ -9,7 +9,6 @@ name. A command's parser carries the function to run as its ``func`` default.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import functools
 import importlib
 import importlib.metadata
@@ -23,6 +22,7 @@ from ..errors import ConfigurationError
 from ..hooks.dispatch import HookDispatcher, tracing_enabled
 from ..hooks.markers import DISTRIBUTION
 from ..hooks.plugins import ThinkPluginManager, build_plugin_manager
+from . import event_loop
 from .common import one_line
 from .config import load_config
 
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = func(args)
         if inspect.iscoroutine(result):
-            result = asyncio.run(result)
+            result = event_loop.run(result)  # uvloop's loop when installed (the fast extra)
     except ConfigurationError as exc:  # the user's to fix: what is wrong, not where in the code
         print(f"think: {exc}", file=sys.stderr)
         return 2
