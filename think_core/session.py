@@ -23,6 +23,7 @@ from .chat.callbacks import ChatCallbacks, check_sync_callback, run_with_callbac
 from .chat.submissions import ChatSubmissions
 from .chat.transcript import TranscriptIntake, replace_history, settled_answers
 from .durable.queue import SubmissionQueue, SubmitResult
+from .events import Usage
 from .messages import MessageInput, coerce_messages, new_id, served
 from .runner.failures import TurnMemory, TurnRecovery
 from .runner.streams import SessionStreams
@@ -32,7 +33,8 @@ from .turn.compaction import CompactionResult, TokenCounter
 from .turn.loop import TurnDeps
 from .turn.pending_calls import approval_update, result_update
 from .turn.request import TurnRequest
-from .types import Trigger, TurnConfig, TurnResult, UIMessage
+from .turn.ui_stream import stored_usage
+from .types import SessionUsage, Trigger, TurnConfig, TurnResult, UIMessage
 
 if TYPE_CHECKING:
 
@@ -156,6 +158,15 @@ class Session:
     async def history(self) -> list[UIMessage]:
         """The messages as the model sees them: compacted ranges replaced by their summary."""
         return await self._db.history(self.id)
+
+    async def usage(self) -> SessionUsage:
+        """What this session's turns used, by model id, read from the stored answers (see
+        :class:`~think_core.types.SessionUsage`): a whole-session read, for a budget's check."""
+        by_model: dict[str, Usage] = {}
+        for message in await self._db.list_messages(self.id):
+            for model_id, used in stored_usage(message.metadata).items():
+                by_model[model_id] = by_model.get(model_id, Usage()) + used
+        return SessionUsage(by_model=by_model)
 
     async def replace_messages(self, messages: MessageInput, *, from_client: bool = False) -> list[UIMessage]:
         """Make the history equal ``messages``, after the turns queued before; returns the stored

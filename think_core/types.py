@@ -49,6 +49,29 @@ class SessionView(Protocol):
     def state_for(self, plugin: object) -> dict[str, Any]: ...
 
 
+class SessionUsage(BaseModel):
+    """The tokens a session's turns used, by model id, as their stored answers record them
+    (``metadata["usage"]`` of each assistant message, written with the answer: shared by every
+    process on the same store, a turn replayed after a crash counted once)."""
+
+    by_model: dict[str, Usage] = Field(default_factory=dict)
+
+    @property
+    def total(self) -> Usage:
+        total = Usage()
+        for usage in self.by_model.values():
+            total = total + usage
+        return total
+
+
+@runtime_checkable
+class UsageRecords(Protocol):
+    """A session that can say what its turns used (the live session does: ``await
+    ctx.session.usage()``). Kept out of :class:`SessionView` so a view without it still is one."""
+
+    async def usage(self) -> SessionUsage: ...
+
+
 # The live session object is passed through as it is: validating it would copy or reject it.
 _SessionField = Annotated[SessionView, SkipValidation]
 
@@ -289,6 +312,8 @@ class ToolCallContext(_Context):
     tool: Annotated[AnyTool, SkipValidation]
     """The tool being called: ``ctx.tool.annotations.read_only``, ``ctx.tool.name``, ..."""
     messages: list[ModelMessage]
+    usage: Usage = Field(default_factory=Usage)
+    """The turn's token usage so far, the step whose model called this tool included."""
 
 
 ToolDecisionAction = Literal["allow", "block", "substitute"]

@@ -28,7 +28,7 @@ from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import read_sqlite_points
 
-BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "otel", "fallback"}
+BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "otel", "fallback", "budget"}
 
 
 class Tools:
@@ -91,7 +91,8 @@ async def test_all_five_load_from_entry_points_guard_before_cache(entry_points: 
     assert set(infos) == BUNDLED
     assert all(info.status == "loaded" and info.distribution == "think-agent" for info in infos.values())
     order = [impl.plugin_name for impl in reversed(agent.plugin_manager.hook.before_tool_call.get_hookimpls())]
-    assert order == ["readonly_guard", "otel", "tool_cache"]  # otel only observes (returns None)
+    # otel only observes (returns None); budget answers "budget exhausted" only once a limit is set.
+    assert order == ["readonly_guard", "otel", "budget", "tool_cache"]
     assert plugin(agent, "tool_cache").settings.backend == "sqlite"
 
 

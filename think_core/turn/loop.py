@@ -175,6 +175,7 @@ class Turn(RetriedSteps):
                 if step.tool_calls:
                     await self.journal.step_streamed(step, self.builder.message)
             calls = step.tool_calls
+            self.tool_runner.turn_usage = self.usage + step.usage
             outcomes = await self.tool_runner.run_all(step_number, calls, step_tools, request.messages) if calls else []
             await self._record_step(step, outcomes)
             if any(o.pending for o in outcomes):
@@ -319,6 +320,7 @@ class Turn(RetriedSteps):
         settled = {r.tool_call_id for r in step.tool_results}
         self.steps.append(step)
         self.usage = self.usage + step.usage
+        self.builder.note_usage(step.model_id, step.usage)
         self.step_messages.append(
             AssistantMessage(
                 text=step.text,

@@ -83,18 +83,18 @@ class RetriedSteps:
             attempt += 1
             if failure.classification == "context_overflow" or attempt > _MAX_ATTEMPTS:
                 raise failure from failure.error  # the runner compacts and runs the turn again
-            self.builder.finish_step()
             retry = StepRetry(attempt=attempt, error=failure.error, classification=failure.classification, model=model)
             planned = await replan(retry)
-            switched = model_label(planned[0]) != label
-            if switched:
-                logger.info("step %d failed on %s (%s); retry %d on %s", step_number, label,
-                            failure.classification, attempt, model_label(planned[0]))
-                self._retry_notice(RetryNotice(attempt, 0.0, failure.error), classification=failure.classification,
-                                   model=model_label(planned[0]))
-                continue
-            if not self._retries_same_model(model, failure, tries[label] - 1):
+            to = model_label(planned[0])
+            if to == label and not self._retries_same_model(model, failure, tries[label] - 1):
                 raise failure from failure.error
+            self.builder.finish_step()  # an attempt follows (a failure that ends the turn is sent alone)
+            if to != label:
+                logger.info("step %d failed on %s (%s); retry %d on %s", step_number, label,
+                            failure.classification, attempt, to)
+                self._retry_notice(RetryNotice(attempt, 0.0, failure.error), classification=failure.classification,
+                                   model=to)
+                continue
             delay = step_retry_delay(failure.error, tries[label], policy)
             logger.info("step %d failed (%s); retry %d in %.2fs", step_number, failure.classification, attempt, delay)
             self._retry_notice(RetryNotice(attempt, delay, failure.error), classification=failure.classification)

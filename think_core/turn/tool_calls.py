@@ -95,6 +95,8 @@ class ToolCallRunner:
         self.approved = approved
         self.invalid_inputs = invalid_inputs if invalid_inputs is not None else {}
         self.body = body
+        #: The turn's usage so far, the calling step's included (``ToolCallContext.usage``).
+        self.turn_usage = Usage()
 
     async def run_all(
         self, step_number: int, calls: list[ToolCallRequest], tools: dict[str, AnyTool], messages: list[ModelMessage]
@@ -146,6 +148,7 @@ class ToolCallRunner:
             input=validated,
             tool=tool,
             messages=messages,
+            usage=self.turn_usage,
         )
         decided = await self._decide(ctx, step_number, call, tool, messages, started)
         if isinstance(decided, ToolOutcome):

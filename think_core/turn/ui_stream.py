@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..events import Usage
 from ..messages import new_id
 from ..types import UIMessage
 
@@ -50,6 +51,10 @@ class AssistantMessageBuilder:
         #: (tool call id → ``{"decision", "by"}``), so that every client, after a reload or on
         #: another server, tells a blocked call from one that ran.
         self.decisions: dict[str, dict[str, Any]] = {}
+        #: The tokens each model used for this message, by model id: stored as
+        #: ``metadata["usage"]`` with the answer, so a session's spend is read from its records
+        #: (every process sharing the store; a step replayed after a crash counted once).
+        self.usage: dict[str, Usage] = {}
 
     @classmethod
     def resume(cls, message: UIMessage, emit: Emit = None) -> AssistantMessageBuilder:
@@ -58,6 +63,7 @@ class AssistantMessageBuilder:
         builder.parts = [dict(p) for p in message.parts]
         builder._tool_parts = {p["toolCallId"]: p for p in builder.parts if "toolCallId" in p}
         builder.decisions = stored_decisions(message.metadata)
+        builder.usage = stored_usage(message.metadata)
         return builder
 
     def restore(self, message_id: str, parts: list[dict[str, Any]], metadata: dict[str, Any] | None = None) -> None:
@@ -67,6 +73,13 @@ class AssistantMessageBuilder:
         self.parts = [dict(p) for p in parts]
         self._tool_parts = {p["toolCallId"]: p for p in self.parts if "toolCallId" in p}
         self.decisions = {**stored_decisions(metadata), **self.decisions}
+        self.usage = stored_usage(metadata)
+
+    def note_usage(self, model_id: str | None, usage: Usage) -> None:
+        """A step's usage, added to its model's (see ``usage``)."""
+        if usage != Usage():
+            key = model_id or "unknown"
+            self.usage[key] = self.usage.get(key, Usage()) + usage
 
     def note_decision(self, tool_call_id: str, decision: str, by: str | None) -> None:
         """A plugin decided the call (``block``, ``substitute``): kept with the message."""
@@ -331,7 +344,17 @@ class AssistantMessageBuilder:
             metadata = {**(metadata or {}), "stopped": True}
         if self.decisions:
             metadata = {**(metadata or {}), "decisions": {**stored_decisions(metadata), **self.decisions}}
+        if self.usage:
+            metadata = {**(metadata or {}), "usage": {k: u.model_dump() for k, u in self.usage.items()}}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
+
+
+def stored_usage(metadata: dict[str, Any] | None) -> dict[str, Usage]:
+    """The ``usage`` by model a stored message's metadata holds (none when it holds something else)."""
+    usage = (metadata or {}).get("usage")
+    if not isinstance(usage, dict):
+        return {}
+    return {str(k): Usage.model_validate(v) for k, v in usage.items() if isinstance(v, dict)}
 
 
 def stored_decisions(metadata: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
