@@ -159,3 +159,30 @@ async def test_history_shows_the_error_of_a_turn_that_failed_before_any_output(t
     lines = history.splitlines()
     assert lines[0] == "user: hi"
     assert lines[1].startswith("  error: openai-compatible HTTP 401: Incorrect API key provided: sk-bad.")
+
+
+async def test_a_fallback_names_the_model_that_answers_after_the_first_failed(tmp_path):
+    from tests.support.wire import an_stream
+
+    overloaded = Reply.json({"error": {"message": "The server is overloaded", "type": "server_error"}}, status=503)
+    async with LoopbackServer() as first, LoopbackServer() as second:
+        first.enqueue(*[overloaded] * 6)
+        second.enqueue(Reply.sse(an_stream({"type": "text", "text": "Claude here."}, stop="end_turn",
+                                           input_tokens=3, output_tokens=2)))
+        config = tmp_path / "think.toml"
+        config.write_text('[think]\ndisable = ["analytics", "otel", "tool_cache"]\n'
+                          '[plugins.fallback]\nmodels = ["anthropic:claude-sonnet-4-5"]\n'
+                          '[think.retry]\nmax_retries = 0\n', encoding="utf-8")
+        process = await asyncio.create_subprocess_exec(
+            *CHAT, "--model", f"openai-compatible:m@{first.url}/v1", "--db", str(tmp_path / "f.db"),
+            "--config", str(config),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**ENV, "OPENAI_COMPATIBLE_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant",
+                 "ANTHROPIC_BASE_URL": second.url},
+        )
+        out, err = await asyncio.wait_for(process.communicate(b"hi\n/quit\n"), 90)
+    text = out.decode()
+    assert process.returncode == 0, err.decode()
+    assert "retrying on anthropic:claude-sonnet-4-5 after 503 (attempt 1)" in text, text
+    assert "Claude here." in text
+    assert len(second.requests) == 1

@@ -145,9 +145,11 @@ class ChunkPrinter:
 
 
 def retry_line(data: dict[str, Any]) -> str:
-    """``retrying in 2.0 s after 429 (attempt 1): openai HTTP 429: Rate limit reached``."""
+    """``retrying in 2.0 s after 429 (attempt 1): openai HTTP 429: Rate limit reached``; after a
+    fallback, ``retrying on anthropic:claude-sonnet-4-5 after 503 (attempt 1): ...``."""
     cause = data.get("status") or data.get("classification") or "an error"
-    text = f"retrying in {float(data.get('delay') or 0):.1f} s after {cause} (attempt {data.get('attempt', 1)})"
+    when = f"on {data['model']}" if data.get("model") else f"in {float(data.get('delay') or 0):.1f} s"
+    text = f"retrying {when} after {cause} (attempt {data.get('attempt', 1)})"
     return f"{text}: {data['error']}" if data.get("error") else text
 
 

@@ -416,7 +416,9 @@
 
   function retryText(r) {
     const cause = r.status || r.classification || "an error";
-    return `retrying in ${Number(r.delay || 0).toFixed(1)} s after ${cause} (attempt ${r.attempt || 1})`;
+    // After a fallback the step is asked of another model at once: say which.
+    const when = r.model ? `on ${r.model}` : `in ${Number(r.delay || 0).toFixed(1)} s`;
+    return `retrying ${when} after ${cause} (attempt ${r.attempt || 1})`;
   }
 
   // The error of a turn: live from the stream, or — after a reload — from the message's
