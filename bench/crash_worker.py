@@ -38,12 +38,18 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from think_core import Think, ToolContext, hookimpl, tool  # noqa: E402
+from think_core import Think, ToolContext, Usage, hookimpl, tool  # noqa: E402
 from think_core.chat.transcript import ClientTranscript  # noqa: E402
 from think_core.models.base import ModelRequest, ToolMessage, UserMessage  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
 from think_core.store import SQLiteStore  # noqa: E402
 from think_core.types import UIMessage  # noqa: E402
+from think_plugins.budget import Budget  # noqa: E402
+from think_plugins.fallback import Fallback  # noqa: E402
+
+#: What each model step of the script uses: an answer (three steps) records three times this,
+#: whatever crashes it went through — a step replayed from the journal is not counted again.
+STEP_USAGE = Usage(input_tokens=7, output_tokens=3, total_tokens=10)
 
 POINTS = (
     "streaming", "tool_started", "tool_finished", "step_finished", "answer_stored", "on_chat_response",
@@ -121,10 +127,12 @@ def script(request: ModelRequest) -> Step:
     assert isinstance(text, str)
     results = {m.tool_name: str(m.output) for m in messages[last + 1 :] if isinstance(m, ToolMessage)}
     if "lookup" not in results:
-        return Step(text=f"Looking up {text} first.", tool_calls=[call("lookup", {"key": text}, id=_call_id(text, "lookup"))])
+        return Step(text=f"Looking up {text} first.", tool_calls=[call("lookup", {"key": text}, id=_call_id(text, "lookup"))],
+                    usage=STEP_USAGE)
     if "record" not in results:
-        return Step(text="Now recording it.", tool_calls=[call("record", {"note": text}, id=_call_id(text, "record"))])
-    return Step(text=expected_answer(text, results))
+        return Step(text="Now recording it.", tool_calls=[call("record", {"note": text}, id=_call_id(text, "record"))],
+                    usage=STEP_USAGE)
+    return Step(text=expected_answer(text, results), usage=STEP_USAGE)
 
 
 class CrashPoints:
@@ -167,7 +175,12 @@ class CrashingStore(SQLiteStore):
 
 async def work(db: str, session_id: str, count: int, lease: float, via: str = "submit") -> None:
     model = ScriptedModel([script], repeat=True, delay=0.002)
-    agent = Think(model, tools=_tools(db), plugins=[CrashPoints(db)], store=CrashingStore(db),
+    # fallback and budget loaded (limits never reached): their hooks run at every crash point.
+    spare = ScriptedModel([script], repeat=True, delay=0.002, model_id="spare")
+    plugins = [CrashPoints(db), Fallback({"models": [spare]}),
+               Budget({"turn_tokens": 10**6, "session_tokens": 10**9, "session_usd": 10**6,
+                       "prices": {"scripted": {"input": 1.0, "output": 1.0}}})]
+    agent = Think(model, tools=_tools(db), plugins=plugins, store=CrashingStore(db),
                   submission_lease=lease, load_entrypoints=False)
     session = agent.session(session_id)
     if via == "chat":
@@ -247,6 +260,10 @@ def audit(db: str, session_id: str, count: int) -> dict[str, Any]:
         if not texts or texts[-1] != expected_answer(text, results):
             report["wrong"] += 1
             report["problems"].append(f"{text}: answered {texts[-1:]} with {results}")
+        recorded = (reply.metadata or {}).get("usage")
+        if recorded != {"scripted": (STEP_USAGE + STEP_USAGE + STEP_USAGE).model_dump()}:
+            report["wrong"] += 1
+            report["problems"].append(f"{text}: usage recorded {recorded}, three steps' expected")
     effects = Counter(Path(db + ".effects").read_text().splitlines()) if Path(db + ".effects").exists() else Counter()
     for line, n in effects.items():
         if line.startswith("record\t") and n > 1:
