@@ -186,3 +186,18 @@ async def test_a_fallback_names_the_model_that_answers_after_the_first_failed(tm
     assert "retrying on anthropic:claude-sonnet-4-5 after 503 (attempt 1)" in text, text
     assert "Claude here." in text
     assert len(second.requests) == 1
+
+
+async def test_a_budget_refusal_is_shown_and_the_message_kept(tmp_path):
+    config = tmp_path / "think.toml"
+    config.write_text('[think]\ndisable = ["analytics", "otel", "tool_cache"]\n'
+                      '[plugins.budget]\nsession_tokens = 1\n', encoding="utf-8")
+    process = await asyncio.create_subprocess_exec(
+        *CHAT, "--model", "demo", "--db", str(tmp_path / "b.db"), "--config", str(config),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"hello\nagain\n/history\n/quit\n"), 90)
+    text = out.decode()
+    assert process.returncode == 0, err.decode()
+    assert "session_tokens budget exhausted" in text, text
+    assert "user: again" in text  # the refused turn's message is kept

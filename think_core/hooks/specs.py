@@ -199,7 +199,8 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
     :param ctx: ``session``, ``request_id``, ``body`` (the turn's, e.g. a per-turn mode
         switch), ``step_number``, ``tool_call_id``, ``tool_name``, ``input`` (validated
         arguments), ``tool`` (the :class:`~think_core.tools.Tool`, with ``annotations``),
-        ``messages``.
+        ``messages``, ``usage`` (the turn's tokens so far, the step that called the tool
+        included: what a budget compares with its limit).
     :returns: ``allow(input=None)`` (run it, optionally with rewritten input), ``block(reason)``
         (do not run; the model gets ``reason`` or ``Tool "<name>" was blocked by
         before_tool_call.``), ``substitute(output)`` (do not run; the model gets ``output``), or
