@@ -142,3 +142,19 @@ async def test_each_step_starts_from_the_turn_model_again(loopback: LoopbackServ
         finally:
             await agent.aclose()
     assert (first.text, second.text) == ("From Claude.", "From GPT.")
+
+
+async def test_an_exhausted_quota_falls_back_when_on_says_fatal(loopback: LoopbackServer) -> None:
+    quota = {"error": {"message": "You exceeded your current quota, please check your plan and billing details.",
+                       "type": "insufficient_quota", "code": "insufficient_quota"}}
+    async with LoopbackServer() as anthropic:
+        loopback.enqueue(*[Reply.json(quota, status=429)] * 3)  # the provider's own retries see it too
+        anthropic.enqueue(Reply.sse(an_stream({"type": "text", "text": "Still here."}, stop="end_turn",
+                                               input_tokens=3, output_tokens=1)))
+        agent = fallback_agent(loopback, anthropic, on=["transient", "rate_limit", "fatal"])
+        try:
+            result = await agent.session("s").chat("hi")
+        finally:
+            await agent.aclose()
+    assert result.status == "completed" and result.text == "Still here."
+    assert len(anthropic.requests) == 1
