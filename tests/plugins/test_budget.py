@@ -4,6 +4,9 @@ step, and two agents on one store (SQLite and PostgreSQL) share what the session
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply
@@ -107,3 +110,44 @@ async def test_two_agents_on_one_store_share_the_session_budget(loopback: Loopba
     assert refused.status == "error" and "session_tokens budget exhausted" in (refused.error or "")
     assert len(loopback.requests) == 1
     assert spent.total.total_tokens == 15 and set(spent.by_model) == {"gpt-4o"}
+
+
+#: The first turn, run by another process: the same agent set-up on the same store.
+OTHER_PROCESS = """
+import asyncio, sys
+from think_core.agent import Think
+from think_core.models.openai import OpenAIChatModel
+from think_plugins.budget import Budget
+
+async def main(url, store):
+    model = OpenAIChatModel("gpt-4o", base_url=url + "/v1", api_key="sk-test")
+    agent = Think(model, store=store, load_entrypoints=False, plugins=[Budget({"session_tokens": 15})],
+                  retry={"max_retries": 0})
+    try:
+        result = await agent.session("shared").chat("one")
+    finally:
+        await agent.aclose()
+    print(result.status)
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+async def test_two_processes_on_one_store_share_the_session_budget(loopback: LoopbackServer, db: str) -> None:
+    """What one process spent is read by another from the store: its turn is refused."""
+    loopback.enqueue(Reply.sse(oa_text("From the other process.", usage=(10, 5))))
+    other = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", OTHER_PROCESS, loopback.url, db,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ, "THINK_PLUGINS": ""},
+    )
+    out, err = await asyncio.wait_for(other.communicate(), 120)
+    assert other.returncode == 0 and out.decode().split() == ["completed"], err.decode()[-2000:]
+    here = budget_agent(loopback, db, session_tokens=15)
+    try:
+        refused = await here.session("shared").chat("two")
+        messages = await here.session("shared").messages()
+    finally:
+        await here.aclose()
+    assert refused.status == "error" and "session_tokens budget exhausted" in (refused.error or "")
+    assert len(loopback.requests) == 1  # only the other process's turn reached the model
+    assert [m.role for m in messages][-1] == "user"  # the refused turn's message is kept
