@@ -62,3 +62,31 @@ async def test_the_http_messages_endpoint_leaves_hidden_reasoning_out() -> None:
     messages = body["messages"] if isinstance(body, dict) else body
     assert len(messages) == 2 and reasoning_parts(messages) == []
     assert "secret plan" not in json.dumps(body)
+
+
+class KeepsResponses:
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+
+    @hookimpl
+    def on_chat_response(self, result: Any) -> None:
+        self.messages.append(result.message)
+
+
+async def test_hidden_reasoning_is_in_no_result_a_caller_or_a_hook_receives() -> None:
+    """Issue 35: ``TurnResult.message``, ``chat(on_done=...)``'s result and ``on_chat_response``'s
+    message are what a client is served; the stored answer keeps the reasoning for the model."""
+    model = ScriptedModel([Step(reasoning="secret plan", text="ok"), Step(reasoning="secret two", text="fine")])
+    responses = KeepsResponses()
+    agent = agents.make_agent(model, plugins=[responses], store=":memory:", send_reasoning=False)
+    session = agent.session("s1")
+    done: list[Any] = []
+    received = [await session.chat("hello"), await session.chat("again", on_done=done.append)]
+    received += done + responses.messages
+    assert len(received) == 5 and all(r is not None for r in received)
+    for item in received:
+        dumped = json.dumps(item.model_dump(mode="json"))
+        assert "secret" not in dumped and '"reasoning"' not in dumped, dumped
+    assert [r.text for r in received[:2]] == ["ok", "fine"]
+    stored = await session.history()
+    assert [p["text"] for p in reasoning_parts(stored)] == ["secret plan", "secret two"]

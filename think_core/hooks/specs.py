@@ -266,6 +266,10 @@ def on_step_finish(ctx: StepResult) -> None:
 
     Broadcast. If an implementation raises, the error is logged with the plugin's name and
     the other implementations and the turn carry on.
+
+    **Think:** ``onStepFinish`` (``onStepEnd`` since 0.15) gets the AI SDK ``StepResult``; the same
+    fields here in snake_case. Not yet here: ``sources`` and ``files`` (a ported hook reading
+    them raises ``AttributeError``, which is logged and the turn goes on).
     """
 
 
@@ -284,7 +288,8 @@ def on_chat_response(result: ChatResponseResult) -> None:
     submission was retaken by another owner (that owner answers it).
 
     :param result: ``session``, ``request_id``, ``body``, ``message`` (the assistant UI
-        message as stored, or ``None`` when the turn stored none — never an unsaved one),
+        message as stored, or ``None`` when the turn stored none — never an unsaved one; as
+        a client is served it: without the reasoning a ``send_reasoning=False`` turn hid),
         ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``, ``error``,
         ``output`` (parsed structured output, when asked for), ``usage`` (turn total).
     :returns: ignored.
@@ -294,7 +299,8 @@ def on_chat_response(result: ChatResponseResult) -> None:
 
     **Think:** a nested ``chat()`` from this hook is not skipped but chains a new turn; a turn
     that stored nothing gets ``message=None``; it also fires for a turn ended by an overflow
-    that recovery could not fix.
+    that recovery could not fix. ``session.chat(on_done=...)`` still runs *after* this hook
+    (Think calls ``onDone`` before ``onChatResponse``; ``on_error`` runs after it in both).
     """
 
 

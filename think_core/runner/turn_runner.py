@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NestedTurnError, StoreUnavailable
-from ..messages import new_id, origin_message_ids
+from ..messages import new_id, origin_message_ids, served
 from ..turn.request import TurnFailed, TurnOutcome, TurnRequest
 from ..turn.ui_stream import AssistantMessageBuilder
 from ..types import ChatResponseResult, TurnResult, UIMessage
@@ -184,6 +184,10 @@ class TurnRunner:
             output=outcome.output,
             usage=outcome.usage,
         )
+        # What a hook or a caller receives is what a client is served: reasoning a turn kept
+        # hidden (``send_reasoning=False``) is stored for the model only, never handed out.
+        built = served(built)
+        persisted = served(persisted) if persisted is not None else None
         if handle.answer_refused:
             logger.warning("turn %s lost its submission to another owner; its answer was dropped", request_id)
             return TurnResult(message=built, **fields)
