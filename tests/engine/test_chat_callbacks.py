@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from think_core import ScriptedModel, Step
+from think_core import ScriptedModel, Step, hookimpl
 from think_core.agent import Think
 from think_core.types import TurnResult
 
@@ -104,3 +104,34 @@ async def test_an_aborted_turn_calls_neither_done_nor_error() -> None:
     finally:
         await agent.aclose()
     assert result.status == "aborted" and calls == []
+
+
+@pytest.mark.parametrize("outcome", ["completed", "error"])
+async def test_the_callers_callback_runs_after_the_plugins_response_hook(outcome: str) -> None:
+    """think's order (Think calls onDone first, see the ``on_chat_response`` note): the hook,
+    then the caller's ``on_done`` / ``on_error``, by which time the hook's work is visible."""
+    order: list[str] = []
+
+    class Recorder:
+        name = "recorder"
+
+        @hookimpl
+        async def on_chat_response(self, result: Any) -> None:
+            await asyncio.sleep(0)  # an async hook that yields still finishes first
+            order.append(f"on_chat_response {result.status}")
+
+    if outcome == "completed":
+        agent = scripted_agent("Hello there", plugins=[Recorder()])
+    else:
+        agent = scripted_agent(RuntimeError("model down"), plugins=[Recorder()])
+    try:
+        result = await agent.session("s").chat(
+            "hi",
+            on_done=lambda r: order.append(f"on_done {r.status}"),
+            on_error=lambda e: order.append("on_error"),
+        )
+    finally:
+        await agent.aclose()
+    assert result.status == outcome
+    caller = "on_done completed" if outcome == "completed" else "on_error"
+    assert order == [f"on_chat_response {outcome}", caller]

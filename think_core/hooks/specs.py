@@ -299,8 +299,11 @@ def on_chat_response(result: ChatResponseResult) -> None:
 
     **Think:** a nested ``chat()`` from this hook is not skipped but chains a new turn; a turn
     that stored nothing gets ``message=None``; it also fires for a turn ended by an overflow
-    that recovery could not fix. ``session.chat(on_done=...)`` still runs *after* this hook
-    (Think calls ``onDone`` before ``onChatResponse``; ``on_error`` runs after it in both).
+    that recovery could not fix. ``session.chat(on_done=...)`` runs *after* this hook, where
+    Think calls ``onDone`` first: the caller's callback ends its ``chat()`` call, so when it runs
+    the turn is over for every plugin too (their response hooks done, the lock released) and an
+    ``on_done`` that reads what plugins recorded, or starts the next turn, never races them.
+    ``on_error`` runs after this hook in both.
     """
 
 
