@@ -378,9 +378,17 @@ class ChatResponseResult(_Context):
     message: UIMessage | None = None
     status: Literal["completed", "error", "aborted"]
     continuation: bool = False
+    #: A continuation extends the answer it continues (same message): how many of
+    #: ``message.parts`` that answer already had. ``added_parts`` are this turn's.
+    continued_parts: int = 0
     error: str | None = None
     output: Any = None
     usage: Usage = Field(default_factory=Usage)
+
+    @property
+    def added_parts(self) -> list[dict[str, Any]]:
+        """The parts this turn added to ``message`` (all of them unless it is a continuation)."""
+        return self.message.parts[self.continued_parts :] if self.message else []
 
 
 class ChatErrorContext(_Context):
@@ -403,7 +411,17 @@ class TurnResult(BaseModel):
     error: str | None = None
     output: Any = None
     usage: Usage = Field(default_factory=Usage)
+    #: A continuation extends the answer it continues (same message, see
+    #: ``Session.continue_last_turn``): how many of ``message.parts`` that answer already had.
+    continued_parts: int = 0
+
+    @property
+    def added_parts(self) -> list[dict[str, Any]]:
+        """The parts this turn added to ``message`` (all of them unless it is a continuation)."""
+        return self.message.parts[self.continued_parts :] if self.message else []
 
     @property
     def text(self) -> str:
-        return self.message.text if self.message else ""
+        """This turn's text: for a continuation, what it added (``message.text`` is the whole
+        answer, the earlier part included)."""
+        return "".join(p.get("text", "") for p in self.added_parts if p.get("type") == "text")

@@ -125,8 +125,12 @@ class TurnRecovery:
         last: UIMessage | None = None
         if continuation:
             last = next((m for m in reversed(await db.list_messages(session_id)) if m.role == "assistant"), None)
-            if last is not None and last.id == builder.message_id and not builder.parts:
-                builder.restore(last.id, last.parts, last.metadata)
+            if last is not None and last.id == builder.message_id:
+                # The stored answer is the one before this turn (a crashed continuation's journal
+                # replay brings its own parts; the store still holds the answer it continues).
+                builder.continued_parts = len(last.parts)
+                if not builder.parts:
+                    builder.restore(last.id, last.parts, last.metadata)
 
         async def load_history() -> list[ModelMessage]:
             return to_model_messages(_up_to(await db.history(session_id), answers))

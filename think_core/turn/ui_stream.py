@@ -30,6 +30,9 @@ class AssistantMessageBuilder:
     def __init__(self, message_id: str, emit: Emit = None, *, send_reasoning: bool = True) -> None:
         self.message_id = message_id
         self.parts: list[dict[str, Any]] = []
+        #: How many of ``parts`` the message already had before this turn (a continuation
+        #: extends the answer it continues; what follows them is what this turn added).
+        self.continued_parts = 0
         self._sink = emit
         self._emit: Emit = self._framed if emit is not None else None
         self._held: list[dict[str, Any]] = []  # start / start-step, until there is something to show
