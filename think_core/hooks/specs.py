@@ -290,7 +290,9 @@ def on_chat_response(result: ChatResponseResult) -> None:
     :param result: ``session``, ``request_id``, ``body``, ``message`` (the assistant UI
         message as stored, or ``None`` when the turn stored none — never an unsaved one; as
         a client is served it: without the reasoning a ``send_reasoning=False`` turn hid),
-        ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``, ``error``,
+        ``status`` (``"completed"``, ``"error"``, ``"aborted"``), ``continuation``,
+        ``continued_parts`` (a continuation extends the answer it continues: how many of
+        ``message.parts`` it already had; ``added_parts`` are this turn's), ``error``,
         ``output`` (parsed structured output, when asked for), ``usage`` (turn total).
     :returns: ignored.
 
