@@ -128,7 +128,7 @@ class TurnRecovery:
             if last is not None and last.id == builder.message_id:
                 # The stored answer is the one before this turn (a crashed continuation's journal
                 # replay brings its own parts; the store still holds the answer it continues).
-                builder.continued_parts = len(last.parts)
+                builder.continues(len(last.parts))
                 if not builder.parts:
                     builder.restore(last.id, last.parts, last.metadata)
 

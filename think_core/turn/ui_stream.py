@@ -154,6 +154,11 @@ class AssistantMessageBuilder:
         """The answer as the store now holds it."""
         self.persisted = message
 
+    def continues(self, earlier_parts: int) -> None:
+        """This turn extends an answer that already had ``earlier_parts`` parts (what follows
+        them is what this turn added)."""
+        self.continued_parts = earlier_parts
+
     def continue_message(self, message_id: str) -> None:
         """Build on as the message ``message_id`` (a continuation extends the answer it continues)."""
         self.message_id = message_id
