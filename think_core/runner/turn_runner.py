@@ -156,10 +156,9 @@ class TurnRunner:
                 await self.lock.release()
             if outcome is None:  # skipped before running
                 return TurnResult(request_id=request_id, status="skipped", continuation=request.continuation)
-            built = builder.message()
-            # Counted as served: hidden reasoning is left out of what callers get.
-            fields = {"continued_parts": sum(1 for p in built.parts[: builder.continued_parts] if not p.get("hidden"))}
-            return await self._respond(request, request_id, handle, outcome, persisted, built, fields)
+            return await self._respond(
+                request, request_id, handle, outcome, persisted, builder.message(), builder.continued_parts
+            )
         finally:
             self.active.pop(request_id, None)
             if sink is not None and sink.live is not None:
@@ -174,7 +173,7 @@ class TurnRunner:
         outcome: TurnOutcome,
         persisted: UIMessage | None,
         built: UIMessage,
-        extra: dict[str, Any],
+        continued_parts: int,
     ) -> TurnResult:
         """``on_chat_response`` (the lock is released), then the entry path's result. A cancel
         while the hook runs stops the hook; the turn's answer is already persisted and stands.
@@ -187,7 +186,8 @@ class TurnRunner:
             error=outcome.error_text,
             output=outcome.output,
             usage=outcome.usage,
-            **extra,
+            # Counted as served (the same rule as the message): hidden reasoning is not handed out.
+            continued_parts=len(served(built.model_copy(update={"parts": built.parts[:continued_parts]})).parts),
         )
         # What a hook or a caller receives is what a client is served: reasoning a turn kept
         # hidden (``send_reasoning=False``) is stored for the model only, never handed out.
