@@ -51,6 +51,22 @@ def deleting_child(deleted: list[str], **kwargs: Any) -> Any:
     return make_agent(model, tools=[delete_file], **kwargs)
 
 
+def gated_child(released: asyncio.Event, last_text: str) -> Any:
+    """A child agent whose model deletes a file and then says ``last_text``; the deletion
+    waits until ``released`` is set (so a test sees the call running first)."""
+
+    @tool
+    async def delete_file(path: str) -> str:
+        """Delete a file (once the test has seen that it is running)."""
+        await asyncio.wait_for(released.wait(), 30)
+        return f"deleted {path}"
+
+    return make_agent(ScriptedModel([
+        Step(text="Deleting.", tool_calls=[call("delete_file", {"path": "/etc/hosts"}, id="c1")]),
+        Step(text=last_text),
+    ]), tools=[delete_file])
+
+
 def tool_part(message: Any, name: str) -> dict[str, Any]:
     [part] = [p for p in message.parts if p.get("type") == f"tool-{name}"]
     return part
@@ -138,17 +154,7 @@ async def test_without_a_guard_the_sub_agent_acts_and_its_usage_is_the_parents()
 
 async def test_both_transcripts_link_parent_and_child_and_progress_streams() -> None:
     seen_running = asyncio.Event()
-
-    @tool
-    async def delete_file(path: str) -> str:
-        """Delete a file (once the parent's client has seen that it is running)."""
-        await asyncio.wait_for(seen_running.wait(), 30)
-        return f"deleted {path}"
-
-    child = make_agent(ScriptedModel([
-        Step(text="Deleting.", tool_calls=[call("delete_file", {"path": "/etc/hosts"}, id="c1")]),
-        Step(text="child done"),
-    ]), tools=[delete_file])
+    child = gated_child(seen_running, "child done")  # deletes once the parent's client saw it running
     parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")])
     chunks: list[dict[str, Any]] = []
 
@@ -244,17 +250,7 @@ async def test_the_child_turns_span_is_under_the_parents_tool_call_span(
 
 async def test_think_chat_shows_a_sub_agents_progress_under_the_parents_call() -> None:
     shown_running = asyncio.Event()
-
-    @tool
-    async def delete_file(path: str) -> str:
-        """Delete a file (once the terminal has shown that it is running)."""
-        await asyncio.wait_for(shown_running.wait(), 30)
-        return f"deleted {path}"
-
-    child = make_agent(ScriptedModel([
-        Step(text="Deleting.", tool_calls=[call("delete_file", {"path": "/etc/hosts"}, id="c1")]),
-        Step(text="Done."),
-    ]), tools=[delete_file])
+    child = gated_child(shown_running, "Done.")  # deletes once the terminal showed it running
     parent = make_agent(delegating(), tools=[child.as_tool("helper", "A helper agent.")])
     console = Console(record=True, width=200)
     printer = ChunkPrinter(console)
