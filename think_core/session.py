@@ -18,10 +18,11 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat.answers import ToolAnswers
-from .chat.authority import check_answers, check_transcript
 from .chat.callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
+from .chat.guard import ClientGuard
+from .chat.stop import StopButton
 from .chat.submissions import ChatSubmissions
-from .chat.transcript import TranscriptIntake, replace_history, settled_answers
+from .chat.transcript import TranscriptIntake, replace_history
 from .durable.queue import SubmissionQueue, SubmitResult
 from .events import Usage
 from .messages import MessageInput, coerce_messages, new_id, served
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from .chat.transcript import ClientTranscript
     from .hooks.plugins import ThinkPluginManager
-    from .store import AsyncStore, MessageWindow
+    from .store import AsyncStore
 
 logger = logging.getLogger("think.session")
 
@@ -78,10 +79,10 @@ class Session:
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
         )
-        self._chats = ChatSubmissions(session_id, self._db, self._submissions, self._check_client_transcript)
-        self._tools = deps.tools
+        self._chats = ChatSubmissions(session_id, self._db, self._submissions, ClientGuard(self.streams, deps.tools))
         self._background: set[asyncio.Task[Any]] = set()
         self._answers = ToolAnswers(session_id, self._db, self._runner, self._spawn)
+        self._stop = StopButton(session_id, self._db, self.streams, self._runner, self._submissions)
 
     @property
     def compaction_events(self) -> list[CompactionResult]:
@@ -382,17 +383,7 @@ class Session:
         cancelled and its partial answer stored, marked ``metadata["stopped"]``. With no turn
         streaming yet, the first chat still waiting for its turn is stopped instead. Chats
         queued behind it still run. Returns the ids of the turns (submissions) stopped."""
-        live = await self.streams.find()
-        if live is not None and live.streaming:
-            target: str | None = live.stream_id
-        else:
-            first = await self._db.list_submissions(self.id, status=("pending", "running"), limit=1)
-            target = first[0].submission_id if first else None
-        if target is None:
-            return []
-        if self.cancel(target) or await self._submissions.cancel(target):
-            return [target]
-        return []
+        return await self._stop.press()
 
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
@@ -420,17 +411,6 @@ class Session:
             return await self._recovery.compact("manual", token_counter)
 
     # -- chat clients -----------------------------------------------------------------------------
-    async def _check_client_transcript(self, window: MessageWindow, transcript: ClientTranscript) -> None:
-        """Refuse what a chat client may not ask for (see :mod:`think_core.chat.authority`),
-        given the ``window`` of the history the request needs."""
-        live = await self.streams.find()
-        start = live.chunks[0] if live is not None and live.streaming and live.chunks else {}
-        in_flight = {start["messageId"]} if isinstance(start.get("messageId"), str) else set()
-        check_transcript(window.messages, transcript.messages, trigger=transcript.trigger,
-                         message_id=transcript.message_id, in_flight=in_flight)
-        answers = [*transcript.answers, *settled_answers(window.waiting, transcript.messages)]
-        check_answers(window.waiting, answers, {name for name, tool in self._tools.items() if not tool.is_client})
-
     async def stream_transcript(
         self,
         transcript: ClientTranscript,
