@@ -10,7 +10,9 @@ WebSocket connection (M clients connect to ``/agents/think/<id>``, receive the o
 stay open).
 
 Two configurations, each a fresh server: ``fast`` (the ``fast`` extra as installed: uvloop, the
-aiohttp transport) and ``plain`` (``THINK_EVENT_LOOP=asyncio THINK_HTTP_TRANSPORT=httpx``).
+aiohttp transport) and ``plain`` (``THINK_EVENT_LOOP=asyncio THINK_HTTP_TRANSPORT=httpx``). The
+idle connections are measured with the ``fast`` configuration once per ``--ws-compression`` mode
+(each a fresh server): ``large`` (the default), ``all`` (uvicorn's own) and ``off``.
 
     python bench/live_serve.py                   # N = 100, 200; M = 2,000
     python bench/live_serve.py --sizes 200 --idle 10000
@@ -34,6 +36,7 @@ from bench.multi_server import Servers
 from think_core.server.testing import wait_until_healthy
 
 CONFIGS = {"fast": {}, "plain": {"THINK_EVENT_LOOP": "asyncio", "THINK_HTTP_TRANSPORT": "httpx"}}
+WS_COMPRESSION = ("all", "large", "off")
 
 
 def cpu_seconds(pid: int) -> float:
@@ -117,12 +120,15 @@ def measure(sizes: list[int], idle_count: int, events: int, gap: float, tmp: str
                         r = asyncio.run(relay(base, pid, n, events))
                         relayed.append([name, f"{n:,}", r["cpu"] / (n * events) * 1e6, r["cpu"] / n * 1000,
                                         r["wall"], f"{r['wall'] / ideal:.2f}"])
-                    if idle_count:
-                        per = asyncio.run(idle(base, pid, idle_count))
-                        memory.append([name, f"{idle_count:,}", per, rss_kib(pid) / 1024])
             finally:
                 for key in extra:
                     os.environ.pop(key, None)
+        for mode in WS_COMPRESSION if idle_count else ():
+            servers = Servers(os.path.join(tmp, f"idle-{mode}.db"), upstream, 1, ("--ws-compression", mode))
+            with servers as [base]:
+                pid = servers.procs[0].pid
+                per = asyncio.run(idle(base, pid, idle_count))
+                memory.append([f"fast, --ws-compression {mode}", f"{idle_count:,}", per, rss_kib(pid) / 1024])
     return relayed, memory
 
 

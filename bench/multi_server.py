@@ -63,10 +63,10 @@ def model_route(path: str, body: bytes, cache: dict[Any, bytes]) -> bytes:
 
 
 class Servers:
-    """``count`` ``think serve`` processes on ``db``."""
+    """``count`` ``think serve`` processes on ``db`` (``args``: more ``think serve`` options)."""
 
-    def __init__(self, db: str, model_url: str, count: int) -> None:
-        self.db, self.model_url, self.count = db, model_url, count
+    def __init__(self, db: str, model_url: str, count: int, args: tuple[str, ...] = ()) -> None:
+        self.db, self.model_url, self.count, self.args = db, model_url, count, args
         self.procs: list[subprocess.Popen[str]] = []
         #: The servers' stderr, shown when a run fails.
         self.log = tempfile.TemporaryFile("w+")
@@ -78,7 +78,7 @@ class Servers:
         for _ in range(self.count):
             proc = subprocess.Popen(
                 [sys.executable, "-m", "think_core.cli", "serve", "--model", f"openai-compatible:m@{self.model_url}/v1",
-                 "--db", self.db, "--port", "0", "--no-plugins", "--no-timeline", "--tools", TOOLS_SPEC],
+                 "--db", self.db, "--port", "0", "--no-plugins", "--no-timeline", "--tools", TOOLS_SPEC, *self.args],
                 stdout=subprocess.PIPE, stderr=self.log, text=True, env=env, cwd=ROOT,
             )
             self.procs.append(proc)

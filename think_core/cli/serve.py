@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="close a connection whose request headers take longer than this to arrive (default 10)",
     )
     parser.add_argument(
+        "--ws-compression", choices=("large", "all", "off"), default="large",
+        help="WebSocket compression: large messages only, no state kept between messages (default); "
+        "all (every message, ~44 KiB of zlib state per open connection); off",
+    )
+    parser.add_argument(
         "--cancel-on-disconnect", action="store_true",
         help="stop an HTTP chat's turn when its client closes the response (default: it runs on, and a reload resumes it)",
     )
@@ -84,6 +89,7 @@ async def run(args: argparse.Namespace) -> int:
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app
         from ..server.header_timeout import HEADER_TIMEOUT, with_header_timeout
         from ..server.logs import uvicorn_log_config
+        from ..server.ws_compression import uvicorn_ws_options
     except ImportError as exc:
         print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
         return 2
@@ -112,8 +118,8 @@ async def run(args: argparse.Namespace) -> int:
             print(f"think serve: {exc}", file=sys.stderr)
             return 2
         config = uvicorn.Config(
-            app, host=args.host, port=args.port, ws="websockets-sansio", lifespan="on", log_level="info",
-            log_config=uvicorn_log_config(), timeout_graceful_shutdown=5,
+            app, host=args.host, port=args.port, lifespan="on", log_level="info",
+            log_config=uvicorn_log_config(), timeout_graceful_shutdown=5, **uvicorn_ws_options(args.ws_compression),
             http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT),
         )
         # Bind first, so the announced URL has the real port (also for --port 0); announce it once

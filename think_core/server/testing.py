@@ -17,6 +17,8 @@ from typing import Any
 import httpx
 import uvicorn
 
+from .ws_compression import uvicorn_ws_options
+
 
 @contextlib.asynccontextmanager
 async def running_server(app: Any, *, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 10.0) -> AsyncIterator[str]:
@@ -28,7 +30,7 @@ async def running_server(app: Any, *, host: str = "127.0.0.1", port: int = 0, st
         port=port,
         log_level="warning",
         lifespan="on",
-        ws="websockets-sansio",
+        **uvicorn_ws_options(),  # as think serve does
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)
