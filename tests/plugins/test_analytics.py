@@ -23,7 +23,7 @@ from think_core.agent import Think
 from think_core.cli import main
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import Analytics, DataPoint, read_jsonl_points, read_sqlite_points
-from think_plugins.analytics.report import percentile, summarize
+from think_plugins.analytics.report import OUTCOMES, percentile, summarize
 
 LOGGER = "think.plugins.analytics"
 
@@ -426,6 +426,40 @@ async def test_report_command_reads_jsonl(
     await drain_all()
     assert main(["analytics", "report", "--jsonl", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["turns"]["total"] == 1
+
+
+def tool_point(tool: str, outcome: str, ms: float) -> dict[str, Any]:
+    return {"kind": "tool_call", "timestamp": 0.0, "request_id": "r", "blobs": [tool, outcome],
+            "doubles": [0.0, ms], "indexes": [tool]}
+
+
+def test_report_tables_fit_80_columns_without_breaking_a_word(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, report_command: None
+) -> None:
+    """The report as rich renders it on an 80-column terminal (rich reads COLUMNS): no line is
+    wider, and every header, number and tool name of a realistic length is on one line, whole.
+    (One nine-column table used to break them: "subs/titu/ted", "100./0%".)"""
+    name = "lookup_customer_record_x"  # 24 characters: fits its column
+    points = [tool_point(name, "executed", 123456.7) for _ in range(10)]
+    points += [tool_point(name, outcome, 1.0) for outcome in ("blocked", "substituted")]
+    points += [tool_point("wipe", "failed", 99999.9)]
+    points.append({"kind": "turn", "timestamp": 0.0, "request_id": "r", "blobs": ["completed"],
+                   "doubles": [123456.7, 1000.0, 20000.0, 21000.0], "indexes": []})
+    path = tmp_path / "wide.jsonl"
+    path.write_text("".join(json.dumps(point) + "\n" for point in points))
+    monkeypatch.setenv("COLUMNS", "80")
+
+    assert main(["analytics", "report", "--jsonl", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+
+    assert max(map(len, lines)) <= 80, "\n".join(lines)
+    words = [line.split() for line in lines]
+    assert ["tool", "calls", *OUTCOMES] in words
+    assert any(" ".join(w) == "tool error rate p50 ms p95 ms" for w in words)
+    assert [name, "12", "10", "1", "1", "0"] in words
+    assert [name, "0.0%", "123456.7", "123456.7"] in words
+    assert ["wipe", "100.0%", "99999.9", "99999.9"] in words
+    assert ["tokens", "per", "turn", "(in", "/", "out", "/", "total)", "1000.0", "/", "20000.0", "/", "21000.0"] in words
 
 
 async def test_sqlite_sink_never_makes_the_turn_wait(tmp_path: Path) -> None:

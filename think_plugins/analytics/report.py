@@ -21,10 +21,13 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .settings import default_db_path
 from .sinks import read_jsonl_points, read_sqlite_points
+
+if TYPE_CHECKING:  # rich is the cli extra's; the report falls back to plain text without it
+    from rich.table import Table
 
 __all__ = ["percentile", "print_summary", "register", "run", "summarize"]
 
@@ -148,7 +151,6 @@ def print_summary(summary: dict[str, Any], *, plain: bool = False) -> None:
         if plain:
             raise ImportError("plain output asked for")
         from rich.console import Console
-        from rich.table import Table
     except ImportError:
         print("\t".join(tool_head))
         for row in tool_rows:
@@ -157,18 +159,36 @@ def print_summary(summary: dict[str, Any], *, plain: bool = False) -> None:
             print(f"{name}: {value}")
         return
     console = Console()
-    table = Table(title="tool calls")
-    for head in tool_head:
-        table.add_column(head, overflow="fold", no_wrap=head == "tool")
+    # Two tool tables, not one nine-column table: at 80 columns the single one left each column
+    # a few characters and rich broke headers and numbers mid-word ("subs/titu/ted", "100./0%").
+    # Numbers never wrap; only a tool name longer than its column folds.
+    outcomes = _table("tool calls", tool_head[:2 + len(OUTCOMES)])
+    quality = _table("tool errors and durations", ["tool", *tool_head[2 + len(OUTCOMES):]])
     for row in tool_rows:
-        table.add_row(*row)
-    console.print(table)
-    overview = Table(title="turns and cache", show_header=False)
-    overview.add_column("metric")
-    overview.add_column("value")
+        outcomes.add_row(*row[:2 + len(OUTCOMES)])
+        quality.add_row(row[0], *row[2 + len(OUTCOMES):])
+    if tool_rows:
+        console.print(outcomes)
+        console.print(quality)
+    overview = _table("turns and cache", ["metric", "value"], show_header=False)
     for name, value in facts:
         overview.add_row(name, value)
     console.print(overview)
+
+
+def _table(title: str, head: list[str], *, show_header: bool = True) -> Table:
+    """A rich table without side borders: the first column (a name) folds when it must, the
+    others (numbers) never wrap."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, show_header=show_header)
+    for index, name in enumerate(head):
+        if index == 0:
+            table.add_column(name, overflow="fold")
+        else:
+            table.add_column(name, justify="right", no_wrap=True)
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
