@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from tests.loopback import LoopbackServer, Reply
-from tests.support.wire import oa_text
-from think_core import Think, TurnConfig, hookimpl
+from tests.support.wire import oa_text, oa_tool_call
+from think_core import Think, Tool, TurnConfig, hookimpl, tool
 
 
 def agent(provider: LoopbackServer, tmp_path: Path, **settings: Any) -> Think:
@@ -122,3 +122,75 @@ async def test_think_run_takes_the_settings_as_flags_and_from_think_toml(tmp_pat
     assert "max_tokens" not in from_file
     assert (from_flags["temperature"], from_flags["max_tokens"], from_flags["seed"]) == (0.25, 20, 3)
     assert system_messages(from_flags) == ["From the flag."]
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"found {q}"
+
+
+@tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (a human approves first)."""
+    return f"deleted {path}"
+
+
+def settings_of(body: dict[str, Any]) -> tuple[Any, Any, Any, list[str]]:
+    return body.get("temperature"), body.get("max_tokens"), body.get("seed"), system_messages(body)
+
+
+async def test_a_calls_config_holds_in_the_continuations_of_its_answer(tmp_path: Path) -> None:
+    """The answer a ``chat(config=...)`` starts is continued with that config: its next step
+    after a server tool, the continuation an approval starts, the one a client tool's result
+    starts, ``continue_last_turn``. A new answer replaces it (with nothing, if it has none); a
+    plugin's ``before_turn`` is still laid over it in a continuation."""
+
+    class SeedOnContinuations:
+        @hookimpl
+        def before_turn(self, ctx: Any) -> TurnConfig | None:
+            return TurnConfig(seed=5) if ctx.continuation else None
+
+    async with LoopbackServer() as provider:
+        provider.enqueue(
+            Reply.sse(oa_tool_call("call_a", "lookup", '{"q": "x"}')),
+            Reply.sse(oa_tool_call("call_b", "delete_file", '{"path": "/tmp/x"}')),
+            Reply.sse(oa_text("Deleted.")),
+            Reply.sse(oa_tool_call("call_c", "pick", "{}")),
+            Reply.sse(oa_text("Seven it is.")),
+            Reply.sse(oa_text(" And more.")),
+            Reply.sse(oa_text("Plain.")),
+            Reply.sse(oa_text(" Continued plainly.")),
+        )
+        think = agent(provider, tmp_path, tools=[lookup, delete_file, Tool.client("pick", "Pick a number.")])
+        think.plugin_manager.register(SeedOnContinuations(), name="seed")
+        async with think:
+            session = think.session("s")
+            careful = TurnConfig(temperature=0.1, max_output_tokens=33, system="Careful.")
+            asked = await session.chat("delete it", config=careful)
+            assert asked.status == "completed", asked.error
+            approved = await session.approve_tool_call("call_b", True)
+            assert approved is not None and approved.text == "Deleted.", approved
+            picking = await session.chat("pick one", config=TurnConfig(temperature=0.7))
+            assert picking.status == "completed", picking.error
+            picked = await session.add_tool_result("call_c", {"n": 7})
+            assert picked is not None and picked.text == "Seven it is.", picked
+            more = await session.continue_last_turn()
+            assert more.status == "completed" and more.continuation, more
+            plain = await session.chat("plain")
+            assert plain.status == "completed", plain.error
+            plainly = await session.continue_last_turn()
+            assert plainly.status == "completed" and plainly.continuation, plainly
+
+    bodies = [request.json for request in provider.requests]
+    assert len(bodies) == 8
+    lookup_step, approval_step, approved_step, pick_step, picked_step, more_step, plain_step, plainly_step = bodies
+    # The first answer: both steps of the call, then the continuation the approval started.
+    assert settings_of(lookup_step) == settings_of(approval_step) == (0.1, 33, None, ["Careful."])
+    assert settings_of(approved_step) == (0.1, 33, 5, ["Careful."])
+    # The second answer has a config of its own, which replaced the first's, in both continuations.
+    assert settings_of(pick_step) == (0.7, None, None, [])
+    assert settings_of(picked_step) == settings_of(more_step) == (0.7, None, 5, [])
+    # A call without a config starts an answer with none: its continuation has none either.
+    assert settings_of(plain_step) == (None, None, None, [])
+    assert settings_of(plainly_step) == (None, None, 5, [])

@@ -24,7 +24,7 @@ from ..errors import NestedTurnError, StoreUnavailable
 from ..messages import new_id, origin_message_ids, served
 from ..turn.request import TurnFailed, TurnOutcome, TurnRequest
 from ..turn.ui_stream import AssistantMessageBuilder
-from ..types import ChatResponseResult, TurnResult, UIMessage
+from ..types import ChatResponseResult, TurnConfig, TurnResult, UIMessage
 from .failures import TurnRecovery
 from .lock import TurnLock
 from .streams import LiveStream
@@ -66,6 +66,8 @@ class TurnRunner:
         self._send_reasoning = send_reasoning
         self.lock = TurnLock(self.db, session.id)
         self.active: dict[str, ActiveTurn] = {}
+        # The config of the call that started the session's latest answer (see _turn_config).
+        self._answer_config: TurnConfig | None = None
 
     # -- nesting ------------------------------------------------------------------------------
     def in_turn(self) -> bool:
@@ -218,6 +220,7 @@ class TurnRunner:
                 return TurnOutcome("aborted", error_text="aborted"), None
             raise
         body = handle.body = await self._turn_body(request)
+        request.config = self._turn_config(request)
         replay = await request.journal.load()
         if replay.message_id is not None:  # resumed after a crash: the same answer, so far
             builder.restore(replay.message_id, replay.parts)
@@ -271,6 +274,22 @@ class TurnRunner:
         if request.body is not None:
             await self.db.set_state(session_id, "last_body", request.body)
         return request.body
+
+    def _turn_config(self, request: TurnRequest) -> TurnConfig | None:
+        """A continuation (an approval's, a client tool result's, ``continue_last_turn``) extends
+        the answer of the call that started it, so it runs with that call's ``config``; any other
+        turn starts a new answer with its own (``None`` included). Its ``messages`` are not
+        carried: they replaced the call's first request, and a continuation sends the answer so
+        far. Kept in memory with the session, not stored: a config is the caller's Python object
+        (tools, a model, an output class), so a continuation in another process or after a
+        restart has the agent's defaults."""
+        if not request.continuation:
+            config = request.config
+            carried = config.model_copy(update={"messages": None}) if config and config.messages else config
+            self._answer_config = carried
+        elif request.config is None:
+            return self._answer_config
+        return request.config
 
     async def _persist(
         self, request: TurnRequest, handle: ActiveTurn, builder: AssistantMessageBuilder, outcome: TurnOutcome
