@@ -14,6 +14,9 @@ The hierarchy::
         ├── NestedTurnError               a blocking entry point called from inside its own session's turn
         ├── UnknownToolCall               no pending tool call has that id (also a KeyError)
         ├── ClientRequestRefused          a chat client asked for what only the server may do (also a ValueError)
+        ├── InvalidAttachment             a file a user sent is malformed or not what it says (also a ValueError)
+        │   └── AttachmentTooLarge        ... or larger than the attachment limits
+        ├── UnsupportedContent            a message holds a file its model's provider cannot take (also a ValueError)
         ├── UnknownSubmission             no durable submission has that id (also a KeyError)
         └── StoreUnavailable              the database cannot be reached; nothing of the operation was committed
 
@@ -179,6 +182,30 @@ class ClientRequestRefused(ThinkError, ValueError):
     message, name a tool call no model step made, answer a call that is not waiting for it,
     regenerate a message that is not in the chat. Nothing of the request was stored; the server
     answers it with a 400 or an error frame carrying this message."""
+
+
+class UnsupportedContent(ThinkError, ValueError):
+    """A message holds a file its model's provider cannot take (a media type it does not read,
+    a file by URL where it takes only bytes). Raised while the request is built, before anything
+    is sent; the user message stays stored. ``media_type`` and ``provider`` name what and who."""
+
+    def __init__(self, message: str, *, media_type: str, provider: str) -> None:
+        super().__init__(message)
+        self.media_type = media_type
+        self.provider = provider
+
+
+class InvalidAttachment(ThinkError, ValueError):
+    """A file a user sent (an AI SDK ``file`` part) that think will not take: its ``url`` is a
+    malformed data URL or of a scheme other than ``data:`` / ``https:``, or its bytes are not
+    what its ``mediaType`` says (a PNG, JPEG, GIF, WebP or PDF signature). Nothing of the
+    request was stored; the server answers it with a 400 or an error frame carrying this message."""
+
+
+class AttachmentTooLarge(InvalidAttachment):
+    """A file a user sent is larger than ``AttachmentLimits.max_file_bytes``, or one message's
+    files together than ``max_message_bytes``. Nothing of the request was stored; the server
+    answers it with a 413."""
 
 
 class UnknownSubmission(ThinkError, KeyError):

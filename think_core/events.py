@@ -10,8 +10,9 @@ streamed token, and this is the hot path (see ``bench/stream_overhead.py``).
 
 from __future__ import annotations
 
+from binascii import a2b_base64
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel
 
@@ -93,6 +94,70 @@ class ToolResult:
 
 
 @dataclass(slots=True)
+class UrlSource:
+    """A web page the answer cites or was grounded on (an Anthropic web search citation, an
+    OpenAI ``url_citation`` annotation, a Gemini grounding chunk): the AI SDK's ``source`` of
+    ``sourceType: "url"``, a ``source-url`` part of the answer. ``id`` is unique in the turn;
+    ``provider_metadata`` is what the provider said of it besides (the cited text), by provider."""
+
+    id: str
+    url: str
+    title: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    source_type: Literal["url"] = field(default="url", kw_only=True)
+    type: ClassVar[str] = "source"
+
+
+@dataclass(slots=True)
+class DocumentSource:
+    """A document the answer cites (an Anthropic citation of a document in the prompt, an OpenAI
+    ``file_citation``): the AI SDK's ``source`` of ``sourceType: "document"``, a
+    ``source-document`` part of the answer."""
+
+    id: str
+    media_type: str
+    title: str
+    filename: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    source_type: Literal["document"] = field(default="document", kw_only=True)
+    type: ClassVar[str] = "source"
+
+
+Source = UrlSource | DocumentSource
+
+
+@dataclass(slots=True)
+class GeneratedFile:
+    """A file the model generated (an image from Gemini or the Responses API's image generation
+    tool): ``base64`` holds its bytes, or ``url`` says where it is. A ``file`` part of the answer
+    (its ``url`` a ``data:`` URL when the bytes came inline). Kept as base64 text, as the
+    provider sent it, so a step record stays JSON all the way to the store."""
+
+    media_type: str
+    base64: str | None = None
+    url: str | None = None
+    provider_metadata: dict[str, Any] | None = None
+    type: ClassVar[str] = "file"
+
+    def __post_init__(self) -> None:
+        if self.base64 is None and self.url is None:
+            raise ValueError("a generated file needs its base64 data or a url")
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes (empty when the provider gave only a ``url``)."""
+        return a2b_base64(self.base64) if self.base64 is not None else b""
+
+    @property
+    def data_url(self) -> str:
+        """Where a client finds the file: its ``url``, else a ``data:`` URL of its bytes."""
+        if self.base64 is not None:
+            return f"data:{self.media_type};base64,{self.base64}"
+        assert self.url is not None
+        return self.url
+
+
+@dataclass(slots=True)
 class Finish:
     """The end of a step's stream, with the provider's finish reason mapped to one vocabulary:
     ``stop``, ``length``, ``tool-calls``, ``content-filter``, ``error``, ``other``."""
@@ -113,5 +178,11 @@ class StreamError:
     type: ClassVar[str] = "error"
 
 
-ModelEvent = TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | Finish | StreamError
-Chunk = TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | ToolResult
+ModelEvent = (
+    TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | UrlSource | DocumentSource
+    | GeneratedFile | Finish | StreamError
+)
+Chunk = (
+    TextDelta | ReasoningDelta | ToolInputStart | ToolInputDelta | ToolCall | UrlSource | DocumentSource
+    | GeneratedFile | ToolResult
+)

@@ -15,6 +15,7 @@ from .models.base import (
     ToolMessage,
     UserMessage,
 )
+from .models.content import FilePart, TextPart
 from .types import UIMessage
 
 # Tool-part states that carry a result the model must see.
@@ -78,9 +79,32 @@ def to_model_messages(history: Iterable[UIMessage]) -> list[ModelMessage]:
             for step_parts in split_steps(message.parts):
                 out.extend(_assistant_step(step_parts))
         else:
-            text = "".join(p.get("text", "") for p in message.parts if p.get("type") == "text")
-            out.append(UserMessage(content=text))
+            out.append(_user_message(message))
     return out
+
+
+def _user_message(message: UIMessage) -> UserMessage:
+    """A user message's text, or its text and files in order when it holds ``file`` parts."""
+    if not any(p.get("type") == "file" for p in message.parts):
+        return UserMessage(content="".join(p.get("text", "") for p in message.parts if p.get("type") == "text"))
+    content: list[TextPart | FilePart] = []
+    for part in message.parts:
+        if part.get("type") == "text":
+            content.append(TextPart(text=part.get("text", "")))
+        elif part.get("type") == "file":
+            content.append(file_part(part))
+    return UserMessage(content=content)
+
+
+def file_part(part: dict[str, Any]) -> FilePart:
+    """An AI SDK ``file`` part (``mediaType``, ``url``: a data URL or https, ``filename``) as the
+    model gets it; ``ValueError`` naming what is wrong with a malformed one."""
+    url, media_type, filename = part.get("url"), part.get("mediaType"), part.get("filename")
+    if not isinstance(url, str) or not url:
+        raise ValueError("a file part needs a url (a data: URL or https://)")
+    if media_type is not None and not isinstance(media_type, str):
+        raise ValueError("a file part's mediaType must be a string")
+    return FilePart.from_url(url, media_type, filename if isinstance(filename, str) else None)
 
 
 def split_steps(parts: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:

@@ -16,7 +16,7 @@ def input_messages(messages: list[Any]) -> list[dict[str, Any]]:
     for message in messages:
         role = getattr(message, "role", None)
         if role == "user":
-            parts: list[dict[str, Any]] = [{"type": "text", "content": message.content}]
+            parts: list[dict[str, Any]] = user_parts(message.content)
         elif role == "assistant":
             parts = assistant_parts(message.text, message.reasoning, message.tool_calls)
         elif role == "tool":
@@ -39,4 +39,20 @@ def assistant_parts(text: str, reasoning: str, tool_calls: list[Any]) -> list[di
     if text:
         parts.append({"type": "text", "content": text})
     parts.extend({"type": "tool_call", "id": c.id, "name": c.name, "arguments": c.input} for c in tool_calls)
+    return parts
+
+
+def user_parts(content: Any) -> list[dict[str, Any]]:
+    """A user message's text and files; a file is named by its type (and URL), its bytes are
+    not copied into the span."""
+    if isinstance(content, str):
+        return [{"type": "text", "content": content}]
+    parts: list[dict[str, Any]] = []
+    for part in content:
+        if part.type == "text":
+            parts.append({"type": "text", "content": part.text})
+        elif part.url:
+            parts.append({"type": "uri", "modality": part.kind, "mime_type": part.media_type, "uri": part.url})
+        else:
+            parts.append({"type": "blob", "modality": part.kind, "mime_type": part.media_type})
     return parts

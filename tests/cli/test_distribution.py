@@ -54,7 +54,9 @@ def test_the_wheel_installs_as_think_agent_with_the_think_command(
     name, version, where, entry_points = json.loads(run([bin_dir / "python", "-c", probe]).stdout)
     assert name == DISTRIBUTION == "think-agent"
     assert where.startswith(str(tmp_path / "venv"))  # the installed copy, not the source tree
-    assert entry_points == ["analytics", "budget", "fallback", "otel", "overflow_classifier", "readonly_guard", "tool_cache"]
+    assert entry_points == [
+        "analytics", "budget", "fallback", "otel", "overflow_classifier", "readonly_guard", "redact", "tool_cache"
+    ]
     assert (Path(where).parent / "py.typed").is_file()
 
     shown = run([bin_dir / "think", "--version"]).stdout

@@ -1,6 +1,7 @@
 """An approved tool call runs inside the continuation its approval starts: ``before_turn``,
-``before_step``, then ``before_tool_call`` (with that turn's tools and state), execution,
-``after_tool_call``, and then the model step that sees the result."""
+``before_step``, then ``before_tool_call`` (with that turn's tools and state: it also ran before
+the human was asked), execution, ``after_tool_call``, and then the model step that sees the
+result."""
 
 from __future__ import annotations
 
@@ -59,8 +60,11 @@ async def test_the_approved_call_is_decided_and_run_inside_the_continuation_turn
         assert order[:5] == ["before_turn", "before_step", "before_tool_call", "after_tool_call", "on_step_finish"]
         assert order[-1] == "on_chat_response"
         assert rec.state_at_decision == "continuation"  # the continuation's before_turn had run
-        [decision] = rec.contexts["before_tool_call"]
-        assert decision.tool_call_id == call_id and decision.step_number == 0
+        # Decided twice: before the human was asked (in the first turn), and again when the
+        # approved call runs, with the continuation's state.
+        asked, decision = rec.contexts["before_tool_call"]
+        assert asked.tool_call_id == call_id == decision.tool_call_id and decision.step_number == 0
+        assert asked.body is None
         assert decision.body == {"approver": "ana"} == rec.contexts["before_turn"][-1].body
         # The model step of the continuation comes after the call and sees its result, with the
         # continuation's active tools.

@@ -116,10 +116,12 @@ async def test_approved_call_runs_through_before_tool_call_and_result_is_written
     session = agent.session("s")
     first = await session.chat("delete it")
     call_id = first.message.parts[-1]["toolCallId"]
-    assert "before_tool_call" not in rec.names()  # not decided before the human answered
+    # Decided before anyone is asked (a guard's block would have spared the human), then again
+    # when the approved call runs.
+    assert [c.tool_call_id for c in rec.contexts["before_tool_call"]] == [call_id]
     result = await session.approve_tool_call(call_id, True)
     assert result.text == "Deleted."
-    assert rec.contexts["before_tool_call"][0].tool_call_id == call_id
+    assert [c.tool_call_id for c in rec.contexts["before_tool_call"]] == [call_id, call_id]
     earlier = next(m for m in await session.messages() if m.id == first.message.id)
     part = next(p for p in earlier.parts if p.get("toolCallId") == call_id)
     assert part["state"] == "output-available" and part["output"] == "deleted /tmp/x"

@@ -24,7 +24,7 @@ def test_the_hooks_of_the_design_exist_with_their_kinds():
     assert set(SPECS) == {
         "configure_session", "before_turn", "before_step", "on_chunk", "before_tool_call",
         "after_tool_call", "on_step_finish", "on_chat_response", "on_chat_error", "classify_chat_error",
-        "register_commands",
+        "register_commands", "transform_stream", "transform_tool_result",
     }
     firstresult = {n for n, fn in SPECS.items() if getattr(fn, f"{PROJECT}_spec")["firstresult"]}
     assert firstresult == {

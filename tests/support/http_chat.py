@@ -38,7 +38,10 @@ CHUNK_SHAPES: dict[str, tuple[set[str], set[str]]] = {
     "tool-output-available": ({"toolCallId", "output"}, {"providerExecuted", "dynamic", "preliminary"}),
     "tool-output-error": ({"toolCallId", "errorText"}, {"providerExecuted", "dynamic"}),
     "tool-output-denied": ({"toolCallId"}, set()),
-    "tool-approval-request": ({"approvalId", "toolCallId"}, set()),
+    "tool-approval-request": ({"approvalId", "toolCallId"}, {"reason"}),
+    "source-url": ({"sourceId", "url"}, {"title", "providerMetadata"}),
+    "source-document": ({"sourceId", "mediaType", "title"}, {"filename", "providerMetadata"}),
+    "file": ({"url", "mediaType"}, {"providerMetadata"}),
 }
 
 

@@ -48,7 +48,7 @@ class DemoModel:
         if request.system == SUMMARY_SYSTEM:
             return Step(text="The user asked about the weather in Lisbon and Oslo and tried to save a note.")
         last = request.messages[-1]
-        if last.role == "user" and "everything" in last.content and not self.overflowed:
+        if last.role == "user" and "everything" in last.text and not self.overflowed:
             self.overflowed = True
             return Step(error=CONTEXT_OVERFLOW)
         return demo_step(request)

@@ -98,7 +98,7 @@ def demo_step(request: ModelRequest) -> Step:
     last = request.messages[-1]
     if last.role == "tool":
         return _answer([m for m in request.messages[len(request.messages) - _trailing_tool_count(request):]])
-    text = last.content if last.role == "user" else ""
+    text = last.text if last.role == "user" else ""
     if _FAIL.search(text):
         return Step(error=ProviderError(FAILURE, status=400, provider="demo"))
     if "everything" in text.lower():

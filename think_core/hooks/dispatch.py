@@ -56,6 +56,7 @@ from ..types import (
     StepConfig,
     StepContext,
     StepResult,
+    StreamTransform,
     ToolCallContext,
     ToolCallDecision,
     ToolCallResultContext,
@@ -222,15 +223,7 @@ class HookDispatcher:
         """:meth:`_run`, also naming the plugin whose result was accepted (``None`` for none)."""
         for impl in self._impls(hook):
             try:
-                started = time.perf_counter()
-                result = impl.function(*[kwargs[name] for name in impl.argnames])
-                blocked = time.perf_counter() - started
-                if blocked > SLOW_SYNC_HOOK:
-                    self._blocked(impl, hook, blocked, result)
-                # Await first, then test: a coroutine that returns None is no decision. A plain
-                # ``def`` implementation creates no coroutine at all, which keeps it cheap.
-                if result is not None and inspect.isawaitable(result):
-                    result = await (result if impl.limit is None else _within(result, impl, hook))
+                result = await self._call(impl, hook, kwargs)
             except HookTimeout as exc:
                 if not policy.isolate:
                     raise
@@ -257,6 +250,29 @@ class HookDispatcher:
                     result,
                 )
         return None, None
+
+    async def _call(self, impl: _Impl, hook: str, kwargs: dict[str, Any]) -> Any:
+        """One implementation's answer, awaited under its limit."""
+        started = time.perf_counter()
+        result = impl.function(*[kwargs[name] for name in impl.argnames])
+        blocked = time.perf_counter() - started
+        if blocked > SLOW_SYNC_HOOK:
+            self._blocked(impl, hook, blocked, result)
+        # Await first, then test: a coroutine that returns None is no decision. A plain
+        # ``def`` implementation creates no coroutine at all, which keeps it cheap.
+        if result is not None and inspect.isawaitable(result):
+            result = await (result if impl.limit is None else _within(result, impl, hook))
+        return result
+
+    async def _call_closed(self, impl: _Impl, hook: str, kwargs: dict[str, Any]) -> Any:
+        """:meth:`_call` for the transform hooks, which fail closed: any failure is a
+        :class:`PluginError` naming the plugin (a ``HookTimeout`` already is one)."""
+        try:
+            return await self._call(impl, hook, kwargs)
+        except PluginError:
+            raise
+        except Exception as exc:
+            raise PluginError(impl.plugin_name, hook, exc) from exc
 
     def _blocked(self, impl: _Impl, hook: str, seconds: float, result: Any) -> None:
         """A sync call held the loop for ``seconds``: warn once; past the limit it timed out."""
@@ -294,6 +310,41 @@ class HookDispatcher:
     async def after_tool_call(self, ctx: ToolCallResultContext) -> None:
         """Broadcast; failures are logged and isolated."""
         await self._run("after_tool_call", {"ctx": ctx}, _BROADCAST)
+
+    @property
+    def transforms_tool_results(self) -> bool:
+        """Whether any plugin implements ``transform_tool_result`` (else outputs pass untouched)."""
+        return bool(self._impls("transform_tool_result"))
+
+    async def transform_tool_result(
+        self, ctx: ToolCallResultContext, normalize: Callable[[Any], Any]
+    ) -> Any:
+        """The call's output as every ``transform_tool_result`` left it, in hook order: each
+        implementation sees the output so far (``normalize``-d to JSON form); ``None`` keeps it.
+        Fails closed with :class:`PluginError`."""
+        output = ctx.output
+        for impl in self._impls("transform_tool_result"):
+            result = await self._call_closed(impl, "transform_tool_result", {"ctx": ctx})
+            if result is not None:
+                output = normalize(result)
+                ctx = ctx.model_copy(update={"output": output})
+        return output
+
+    async def stream_transforms(self, ctx: TurnContext) -> tuple[tuple[str, StreamTransform], ...]:
+        """The turn's stream transforms, named by plugin, in hook order (empty, at no cost, when
+        no plugin implements ``transform_stream``). Fails closed with :class:`PluginError`."""
+        transforms: list[tuple[str, StreamTransform]] = []
+        for impl in self._impls("transform_stream"):
+            result = await self._call_closed(impl, "transform_stream", {"ctx": ctx})
+            if result is None:
+                continue
+            if not callable(result):
+                raise PluginResultError(
+                    impl.plugin_name, "transform_stream",
+                    TypeError(f"got {type(result).__name__}; expected a callable taking and returning an async iterator"),
+                )
+            transforms.append((impl.plugin_name, result))
+        return tuple(transforms)
 
     async def on_step_finish(self, ctx: StepResult) -> None:
         """Broadcast; failures are logged and isolated."""

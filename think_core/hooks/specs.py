@@ -23,13 +23,17 @@ plugin and hook when one blocks longer than 100 ms.
 
 A turn fires, in order::
 
-    before_turn
-    for each step: before_step, on_chunk*, (before_tool_call, after_tool_call, on_chunk)*, on_step_finish
+    before_turn, transform_stream
+    for each step: before_step, on_chunk*,
+                   (before_tool_call, transform_tool_result, after_tool_call, on_chunk)*, on_step_finish
     on_chat_response            (after persistence and after the session's turn lock is released)
 
-An approval's continuation (``approve_tool_call(id, True)``) runs the approved calls inside
-its first step: ``before_turn``, ``before_step``, then ``before_tool_call`` / execution /
-``after_tool_call`` for each approved call, then that step's model call.
+A call that needs a human (a ``needs_approval`` tool, or ``before_tool_call`` answered
+``ask``) is decided by ``before_tool_call`` first and then waits: the turn ends there. An
+approval's continuation (``approve_tool_call(id, True)``) runs the approved calls inside its
+first step: ``before_turn``, ``before_step``, then ``before_tool_call`` (again, with that turn's
+state) / execution / ``transform_tool_result`` / ``after_tool_call`` for each approved call,
+then that step's model call.
 
 Each hook's docstring ends with **Think:** — what is deliberately different from Think, the
 TypeScript framework these hooks follow, for someone porting a Think agent.
@@ -65,6 +69,7 @@ from ..types import (
     StepConfig,
     StepContext,
     StepResult,
+    StreamTransform,
     ToolCallContext,
     ToolCallDecision,
     ToolCallResultContext,
@@ -171,10 +176,13 @@ def on_chunk(ctx: ChunkContext) -> None:
     """Observe one streamed event. **Hot path**: fires for every token.
 
     Fires for every event of the model stream (``text-delta``, ``reasoning-delta``,
-    ``tool-input-start``, ``tool-input-delta``, ``tool-call``) and for every tool result
-    (``tool-result``, with ``preliminary=True`` for the intermediate yields of generator tools).
-    A ``reasoning-delta`` may carry only ``provider_metadata`` and no text (Anthropic's signature
-    at the end of a thinking block).
+    ``tool-input-start``, ``tool-input-delta``, ``tool-call``, ``source``: a
+    :class:`~think_core.events.UrlSource` or :class:`~think_core.events.DocumentSource` the
+    answer cites, ``file``: a :class:`~think_core.events.GeneratedFile` the model made) and for
+    every tool result (``tool-result``, with ``preliminary=True`` for the intermediate yields of
+    generator tools). A ``reasoning-delta`` may carry only ``provider_metadata`` and no text
+    (Anthropic's signature at the end of a thinking block). A ``source`` comes each time the
+    model cites it; ``StepResult.sources`` lists each once.
 
     :param ctx: ``session``, ``request_id``, ``body``, ``step_number``, ``chunk`` (a
         :mod:`think_core.events` object; switch on ``chunk.type``).
@@ -185,7 +193,8 @@ def on_chunk(ctx: ChunkContext) -> None:
     is logged with the plugin's name and the turn carries on.
 
     **Think:** ``onChunk`` may return a promise; here the hook is sync-only, because it runs per
-    token. There are no ``source`` or ``raw`` chunks.
+    token. ``source`` chunks are here (one type for both kinds, told apart by ``source_type``
+    as the AI SDK's ``sourceType``); there are no ``raw`` chunks.
     """
 
 
@@ -203,18 +212,83 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
         included: what a budget compares with its limit).
     :returns: ``allow(input=None)`` (run it, optionally with rewritten input), ``block(reason)``
         (do not run; the model gets ``reason`` or ``Tool "<name>" was blocked by
-        before_tool_call.``), ``substitute(output)`` (do not run; the model gets ``output``), or
-        ``None``, which allows the call.
+        before_tool_call.``), ``substitute(output)`` (do not run; the model gets ``output``),
+        ``ask(reason=None)`` (run it only once a human approves: the call waits exactly like a
+        ``needs_approval`` tool's, and the approval request shows ``reason``), or ``None``,
+        which allows the call.
+
+    Approval comes after the guards: for a ``needs_approval`` tool this hook runs *before*
+    anyone is asked, so a ``block`` or ``substitute`` settles the call without interrupting a
+    person, and an ``allow(input=...)`` rewrite is what the person sees (the tool part's
+    ``input``) and what runs once approved. When the approved call runs, in the continuation
+    turn the approval starts, this hook fires again with the approved arguments and that
+    turn's state: a ``block`` or ``substitute`` still wins, an ``ask`` or a new rewrite does not
+    apply (the person approved these arguments). ``after_tool_call`` records an asked call's
+    ``decided_by``; the stored answer's ``metadata.decisions`` says who asked and why.
 
     firstresult. If an implementation raises, or returns something that is not a
     ``ToolCallDecision`` (or a dict of its fields and no other key), this call fails with a
     :class:`~think_core.errors.PluginError` naming the plugin: the model receives an error
     result, ``after_tool_call`` sees ``success=False``, and the turn continues.
 
-    **Think:** as in Think, a ``needs_approval`` call is decided only once approved, inside the
-    continuation turn the approval starts (its ``before_turn`` and ``before_step`` first, with
-    that turn's tools and state). A tool returning an async iterable streams preliminary
-    results like a generator tool.
+    **Think:** Think asks for a ``needsApproval`` tool's approval before ``beforeToolCall`` and
+    decides the call only once approved; here the hook decides first (a guard's block never
+    reaches a person) and again at execution. ``ask`` has no Think counterpart (Think's
+    ``needsApproval`` may be a function of the input: ``ask`` is that, from any plugin). A tool
+    returning an async iterable streams preliminary results like a generator tool.
+    """
+
+
+@hookspec
+def transform_tool_result(ctx: ToolCallResultContext) -> Any | None:
+    """Rewrite a tool call's output before anyone sees it (mask a card number, trim a page).
+
+    Fires for every call that has an output — run, substituted or blocked (the block's reason
+    is its output), preliminary yields of a streaming tool included (``ctx.preliminary``) — after
+    the output is known and before the model, the store, the UI stream, a durable turn's journal,
+    ``tool_cache`` and ``after_tool_call`` see it. Not for failed calls (``ctx.error``).
+
+    :param ctx: as ``after_tool_call``'s (``output`` is the output as rewritten so far, in
+        JSON form).
+    :returns: the replacement output, or ``None`` to keep it. Chained in hook order
+        (``tryfirst``/``trylast`` apply): each implementation sees what the ones before it made.
+
+    Fails closed: if an implementation raises (or times out), the call's result becomes an
+    error naming the plugin — the unmasked output is never shown — and the turn goes on.
+    A result reused after a crash is the rewritten one, so the hook does not fire for it again.
+
+    **Think:** no Think counterpart: ``afterToolCall`` there can only observe.
+    """
+
+
+@hookspec
+def transform_stream(ctx: TurnContext) -> StreamTransform | None:
+    """Offer a transform of the turn's streamed events (redact, rewrite, hold back).
+
+    Fires once per turn, after ``before_turn``. A transform is a callable that takes an async
+    iterator of the step's model events (:mod:`think_core.events`: ``text-delta``,
+    ``reasoning-delta``, ``tool-input-start``, ``tool-input-delta``, ``tool-call``, ``finish``)
+    and returns an async iterator of events; it is applied to every step's stream (a retried
+    attempt included). The transforms of all plugins chain in hook order (``tryfirst``/
+    ``trylast`` apply): the first one's output is the next one's input.
+
+    What comes out is what everyone sees: ``on_chunk`` observers, WebSocket and HTTP clients,
+    the stored answer, ``TurnResult.text``, ``StepResult``, a durable turn's journal (so a turn
+    recovered after a crash and a resumed stream show the same), and the model in later turns.
+    A transform may hold text back (to catch a match split across chunks) but must flush it when
+    its input ends (the end of the step). Tool results are not in this stream: rewrite them with
+    ``transform_tool_result``.
+
+    :param ctx: the turn's context, as ``before_turn``'s.
+    :returns: the transform, or ``None`` (no transform this turn). When no plugin implements
+        this hook the stream is not re-iterated at all.
+
+    Fails closed: if the hook or a transform raises, the turn fails with a
+    :class:`~think_core.errors.PluginError` naming the plugin (nothing it had not let through is
+    shown or stored).
+
+    **Think:** Think passes ``experimental_transform`` to the AI SDK's ``streamText``; this is
+    the same idea as a hook, so transforms from several plugins compose.
     """
 
 
@@ -257,8 +331,14 @@ def on_step_finish(ctx: StepResult) -> None:
         ``text``, ``reasoning_text``, ``tool_calls``, ``tool_results`` (one
         :class:`~think_core.types.StepToolResult` per settled call: ``tool_call_id``,
         ``tool_name``, ``output``, ``error``), ``usage`` (input/output/total/reasoning/cached
-        tokens), ``model_id``, ``response_id``, ``warnings`` (what was dropped on the way, e.g.
-        a setting the provider does not support), ``provider_metadata``, ``request`` (the
+        tokens), ``sources`` (what the answer cites, each once in order of first mention:
+        :class:`~think_core.events.UrlSource` ``id``/``url``/``title``, from Anthropic web search
+        citations, OpenAI ``url_citation`` annotations, Gemini grounding; or
+        :class:`~think_core.events.DocumentSource` ``id``/``media_type``/``title``/``filename``,
+        from citations of documents), ``files`` (what the model generated, e.g. an image:
+        :class:`~think_core.events.GeneratedFile` ``media_type``, ``base64`` or ``url``, and
+        ``data`` as bytes), ``model_id``, ``response_id``, ``warnings`` (what was dropped on the
+        way, e.g. a setting the provider does not support), ``provider_metadata``, ``request`` (the
         provider request body as sent, never a credential; ``None`` for a model that is not an
         HTTP provider) and ``response`` (``id``, ``model``, ``headers``: request ids and
         rate-limit state).
@@ -268,8 +348,13 @@ def on_step_finish(ctx: StepResult) -> None:
     the other implementations and the turn carry on.
 
     **Think:** ``onStepFinish`` (``onStepEnd`` since 0.15) gets the AI SDK ``StepResult``; the same
-    fields here in snake_case. Not yet here: ``sources`` and ``files`` (a ported hook reading
-    them raises ``AttributeError``, which is logged and the turn goes on).
+    fields here in snake_case: ``ctx.sources`` items have ``source_type`` (``"url"`` /
+    ``"document"``), ``id``, ``url``, ``title``, ``media_type``, ``filename``,
+    ``provider_metadata``; ``ctx.files`` items ``media_type``, ``base64`` and ``data`` (the AI
+    SDK's ``uint8Array``). Differences: a source the model cites again is listed once (the AI
+    SDK lists every citation; ``on_chunk`` sees each), and a source or file is also a part of
+    the stored answer (``source-url``, ``source-document``, ``file``), which the AI SDK's
+    ``toUIMessageStream`` sends only with ``sendSources``.
     """
 
 

@@ -32,6 +32,7 @@ from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_ma
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sources import anthropic_citation_source
 from .sse import SSEEvent
 
 __all__ = ["AnthropicModel", "map_anthropic_stop_reason"]
@@ -166,6 +167,9 @@ class _MessageMapper(EventMapper):
         if dtype == "signature_delta" and delta.get("signature"):
             # The thinking block's signature: sent back with the block, or Anthropic refuses it.
             return (ReasoningDelta("", {"anthropic": {"signature": delta["signature"]}}),)
+        if dtype == "citations_delta":
+            source = anthropic_citation_source(delta.get("citation"))
+            return NO_EVENTS if source is None else (source,)
         return NO_EVENTS
 
     def _on_input_json(self, index: int, fragment: str) -> Sequence[ModelEvent]:

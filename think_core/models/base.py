@@ -14,11 +14,19 @@ from typing import (
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..events import ModelEvent
+from .content import ContentPart, FilePart, TextPart, joined_text, tool_output_parts
 
 
 class UserMessage(BaseModel):
+    """A user message: its text, or its parts in order when it holds files (images, documents)."""
+
     role: Literal["user"] = "user"
-    content: str
+    content: str | list[ContentPart]
+
+    @property
+    def text(self) -> str:
+        """The message's text (its text parts, one after the other)."""
+        return self.content if isinstance(self.content, str) else joined_text(self.content)
 
 
 class ToolCallRequest(BaseModel):
@@ -59,6 +67,11 @@ class ToolMessage(BaseModel):
     tool_name: str
     output: Any = None
     is_error: bool = False
+
+    @property
+    def parts(self) -> list[TextPart | FilePart] | None:
+        """The output's text and files in order when the tool returned files, else ``None``."""
+        return None if self.is_error else tool_output_parts(self.output)
 
 
 ModelMessage = Annotated[

@@ -36,6 +36,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._wire import decode_json, stop_reason_mapper, tool_output_text
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sources import gemini_grounding_sources, gemini_inline_file
 from .sse import SSEEvent
 
 __all__ = ["GeminiModel", "map_gemini_finish_reason"]
@@ -146,6 +147,8 @@ class _ChunkMapper(EventMapper):
         events: list[ModelEvent] = []
         for part in parts:
             events += self._on_part(part)
+        if candidate.get("groundingMetadata"):  # what a Google Search grounded answer rests on
+            events += gemini_grounding_sources(candidate["groundingMetadata"])
         return events
 
     def _on_part(self, part: dict[str, Any]) -> Sequence[ModelEvent]:
@@ -154,7 +157,9 @@ class _ChunkMapper(EventMapper):
             return (ReasoningDelta(text),) if part.get("thought") else (TextDelta(text),)
         call = part.get("functionCall")
         if not isinstance(call, dict):
-            return NO_EVENTS  # an empty text part carrying only a thought signature, inline data, ...
+            # An image the model made, or an empty text part carrying only a thought signature.
+            made = None if part.get("thought") else gemini_inline_file(part)
+            return NO_EVENTS if made is None else (made,)
         self.tool_calls += 1
         call_id = call.get("id") or f"call_{uuid.uuid4().hex[:24]}"
         name = call["name"]

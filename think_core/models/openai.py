@@ -25,6 +25,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sse import SSEEvent
 
@@ -65,7 +66,7 @@ class OpenAIChatModel(StreamingHTTPModel):
         """The JSON body for ``request`` (public so tests and plugins can inspect it)."""
         body: dict[str, Any] = {
             "model": self.model_id,
-            "messages": _messages(request),
+            "messages": _messages(request, self.provider),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -296,13 +297,15 @@ def _usage(raw: dict[str, Any] | None) -> Usage:
 # -- request helpers -----------------------------------------------------------------------------
 
 
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+def _messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
         if isinstance(message, UserMessage):
-            messages.append({"role": "user", "content": message.content})
+            content = message.content
+            messages.append({"role": "user", "content": content if isinstance(content, str) else
+                             [_content_block(part, provider, n) for n, part in enumerate(content)]})
         elif isinstance(message, AssistantMessage):
             entry: dict[str, Any] = {"role": "assistant", "content": message.text or None}
             if message.tool_calls:
@@ -321,6 +324,28 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
             # Chat Completions has no error flag on tool results: the output text says it.
             messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": tool_output_text(message)})
     return messages
+
+
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+
+
+def _content_block(part: TextPart | FilePart, provider: str, index: int) -> dict[str, Any]:
+    """A text or file part as a Chat Completions content block: images by URL or data URL, PDFs
+    and WAV/MP3 audio as their bytes, ``text/*`` files as text."""
+    file = text_or_file(part, provider)
+    if isinstance(file, str):  # text, or a text/* file's content
+        return {"type": "text", "text": file}
+    kind = file.kind
+    if kind == "image" and file.media_type in IMAGE_TYPES:
+        return {"type": "image_url", "image_url": {"url": file.data_url}}
+    if kind in ("pdf", "audio") and file.data is None:
+        raise unsupported(file, provider, "by URL (send its bytes as a data URL)")
+    if kind == "pdf":
+        return {"type": "file", "file": {"filename": file.filename or f"part{index}.pdf", "file_data": file.data_url}}
+    audio_format = _AUDIO_FORMATS.get(file.media_type)
+    if audio_format is not None:
+        return {"type": "input_audio", "input_audio": {"data": file.data, "format": audio_format}}
+    raise unsupported(file, provider)
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

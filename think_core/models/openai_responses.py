@@ -30,6 +30,7 @@ from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_outpu
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sources import responses_annotation_source, responses_image_file
 from .sse import SSEEvent
 
 __all__ = ["OpenAIResponsesModel", "map_responses_incomplete_reason"]
@@ -151,7 +152,8 @@ class _ResponseMapper(EventMapper):
     def _on_item_done(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
         item = data.get("item") or {}
         if item.get("type") != "function_call":
-            return NO_EVENTS
+            image = responses_image_file(item)  # the image generation tool's image, when it made one
+            return NO_EVENTS if image is None else (image,)
         call = self.calls.pop(item["id"], None)
         events: list[ModelEvent] = []
         if call is None:  # no output_item.added seen: the whole call at once
@@ -161,6 +163,10 @@ class _ResponseMapper(EventMapper):
             call.parts = [item["arguments"]]  # the final arguments are authoritative
         events.append(self._close(call))
         return events
+
+    def _on_annotation(self, data: dict[str, Any]) -> Sequence[ModelEvent]:
+        source = responses_annotation_source(data.get("annotation"))
+        return NO_EVENTS if source is None else (source,)
 
     def _close(self, call: _Call) -> ToolCall:
         self.tool_calls += 1
@@ -220,6 +226,7 @@ _HANDLERS: dict[str, _Handler] = {
     "response.output_item.added": _ResponseMapper._on_item_added,
     "response.function_call_arguments.delta": _ResponseMapper._on_arguments_delta,
     "response.output_item.done": _ResponseMapper._on_item_done,
+    "response.output_text.annotation.added": _ResponseMapper._on_annotation,
     "response.created": _ResponseMapper._on_created,
     "response.completed": _ResponseMapper._on_completed,
     "response.incomplete": _ResponseMapper._on_completed,

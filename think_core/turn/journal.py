@@ -45,7 +45,7 @@ INTERRUPTED_CALL = (
 # What a step record keeps of a StepResult (the rest is the turn's: session, request id, body).
 _STEP_FIELDS = {
     "step_number", "finish_reason", "text", "reasoning_text", "reasoning_blocks", "tool_calls", "tool_results", "usage",
-    "model_id", "response_id", "warnings", "provider_metadata", "request", "response",
+    "model_id", "response_id", "warnings", "provider_metadata", "request", "response", "sources", "files",
 }
 
 

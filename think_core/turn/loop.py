@@ -42,6 +42,7 @@ from ..types import (
     StepResult,
     StepRetry,
     StepToolResult,
+    StreamTransform,
     Trigger,
     TurnConfig,
     TurnContext,
@@ -135,6 +136,8 @@ class Turn(RetriedSteps):
         self.step_messages: list[ModelMessage] = []
         self.invalid_inputs: dict[str, str] = {}
         self.call_ids = CallIds()
+        #: The plugins' ``transform_stream`` transforms, asked once per turn after ``before_turn``.
+        self.stream_transforms: tuple[tuple[str, StreamTransform], ...] = ()
         self.base_messages: list[ModelMessage] = []
         self.messages_from_hook = False
         self.proactive_attempts = 0
@@ -213,9 +216,11 @@ class Turn(RetriedSteps):
             body=self.body,
         )
         try:
-            return layered(self.call_config, await self.hooks.before_turn(ctx))
+            config = layered(self.call_config, await self.hooks.before_turn(ctx))
+            self.stream_transforms = await self.hooks.stream_transforms(ctx)
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
+        return config
 
     async def _apply_turn_config(self, config: TurnConfig) -> TurnPlan:
         deps = self.deps

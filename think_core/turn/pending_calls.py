@@ -48,7 +48,9 @@ def approval_update(tool_call_id: str, approved: bool, reason: str | None) -> Se
             return False  # answered already: a repeated approval is ignored
         if part.get("state") != "approval-requested":
             raise ValueError(f"tool call {tool_call_id!r} is not waiting for an approval")
-        part["approval"] = {"id": tool_call_id, "approved": approved, **({"reason": reason} if reason else {})}
+        asked = part.get("approval")
+        request = {k: v for k, v in asked.items() if k == "requestReason"} if isinstance(asked, dict) else {}
+        part["approval"] = {"id": tool_call_id, **request, "approved": approved, **({"reason": reason} if reason else {})}
         if approved:
             part["state"] = "approval-responded"
         else:

@@ -15,7 +15,7 @@ from ..models.base import ModelRequest
 from ..models.retry import RETRY_LISTENER, RetryNotice, is_retryable
 from ..policy import RetryConfig, step_retry_delay
 from ..tools import AnyTool
-from ..types import ChatErrorContext, StepResult, StepRetry
+from ..types import ChatErrorContext, StepResult, StepRetry, StreamTransform
 from .request import TurnFailed
 from .step_stream import CallIds, StepStreamError, stream_step
 from .ui_stream import AssistantMessageBuilder
@@ -60,6 +60,7 @@ class RetriedSteps:
     builder: AssistantMessageBuilder
     call_ids: CallIds
     invalid_inputs: dict[str, str]
+    stream_transforms: tuple[tuple[str, StreamTransform], ...]
 
     async def _stream_step_with_retry(
         self, step_number: int, planned: PlannedStep, replan: StepPlanner
@@ -137,6 +138,7 @@ class RetriedSteps:
                 emit_chunk=self.hooks.emit_chunk,
                 observers=observers,
                 body=self.body,
+                transforms=self.stream_transforms,
             )
         finally:
             RETRY_LISTENER.reset(listening)

@@ -1,6 +1,6 @@
 """Streaming one model step: every provider event goes to the assistant message builder (and
-so to the UI stream) and to the ``on_chunk`` observers; the step's text, reasoning and tool
-calls are collected into its :class:`~think_core.types.StepResult`.
+so to the UI stream) and to the ``on_chunk`` observers; the step's text, reasoning, tool
+calls, sources and files are collected into its :class:`~think_core.types.StepResult`.
 
 This is the per-token hot path: one branch per event kind, no allocation beyond what the
 events themselves carry, and ``on_chunk`` contexts are built only when someone observes them.
@@ -8,14 +8,15 @@ events themselves carry, and ``on_chunk`` contexts are built only when someone o
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any
 
-from ..events import Finish, ToolCall, ToolInputDelta, ToolInputStart, Usage
+from ..errors import PluginError
+from ..events import DocumentSource, Finish, GeneratedFile, ToolCall, ToolInputDelta, ToolInputStart, UrlSource, Usage
 from ..models.base import ModelRequest, ReasoningBlock, ToolCallRequest
 from ..models.exchange import EXCHANGE, StepExchange
-from ..types import ChunkContext, StepResult
+from ..types import ChunkContext, StepResult, StreamTransform
 from .ui_stream import AssistantMessageBuilder
 
 __all__ = ["CallIds", "StepStreamError", "stream_step"]
@@ -33,6 +34,78 @@ async def _batches(model: Any, request: ModelRequest) -> AsyncGenerator[Sequence
     async with aclosing(model.stream(request)) as events:
         async for event in events:
             yield (event,)
+
+
+async def _transformed_batches(
+    model: Any, request: ModelRequest, transforms: tuple[tuple[str, StreamTransform], ...]
+) -> AsyncGenerator[Sequence[Any], None]:
+    """The step's events through the plugins' stream transforms, chained in hook order, one at
+    a time (a transform sees and yields single events)."""
+    events: AsyncIterator[Any] = _events(model, request)
+    for plugin, transform in transforms:
+        events = _StreamStage(plugin, transform, events)
+    try:
+        async for event in events:
+            yield (event,)
+    finally:
+        await _close(events)
+
+
+async def _events(model: Any, request: ModelRequest) -> AsyncGenerator[Any, None]:
+    async with aclosing(_batches(model, request)) as batches:
+        async for batch in batches:
+            for event in batch:
+                yield event
+
+
+class _StreamStage:
+    """One plugin's transform over the events before it. A failure inside the transform is a
+    :class:`PluginError` naming the plugin (the turn fails closed); an error the events before
+    it raised (the model's) passes through as it is, even though it surfaced through the
+    transform's iterator."""
+
+    def __init__(self, plugin: str, transform: StreamTransform, source: AsyncIterator[Any]) -> None:
+        self.plugin = plugin
+        self.source = source
+        self.upstream_error: BaseException | None = None
+        self.watched = self._watched()
+        try:
+            self.output = transform(self.watched)
+            self.output.__anext__  # noqa: B018 - an object that is no async iterator fails here, named
+        except Exception as exc:
+            raise PluginError(plugin, "transform_stream", exc) from exc
+
+    async def _watched(self) -> AsyncGenerator[Any, None]:
+        try:
+            async for event in self.source:
+                yield event
+        except Exception as exc:
+            self.upstream_error = exc
+            raise
+
+    def __aiter__(self) -> _StreamStage:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.output.__anext__()
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:
+            if exc is self.upstream_error or isinstance(exc, PluginError):
+                raise
+            raise PluginError(self.plugin, "transform_stream", exc) from exc
+
+    async def aclose(self) -> None:
+        await _close(self.output)
+        await self.watched.aclose()
+        await _close(self.source)
+
+
+async def _close(iterator: object) -> None:
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
 
 
 class StepStreamError(Exception):
@@ -57,6 +130,7 @@ async def stream_step(
     emit_chunk: Callable[[ChunkContext], None],
     observers: tuple[Any, ...],
     body: dict[str, Any] | None = None,
+    transforms: tuple[tuple[str, StreamTransform], ...] = (),
 ) -> StepResult:
     """Stream ``request`` to ``model`` and return the finished step (tools not yet run).
     Raises :class:`StepStreamError` when the stream fails."""
@@ -64,12 +138,14 @@ async def stream_step(
     text: list[str] = []
     reasoning: list[str] = []
     calls: list[ToolCallRequest] = []
+    content = StepContent()
     finish = None
     streamed = False
     exchange = StepExchange()
     exchanging = EXCHANGE.set(exchange)
     try:
-        async with aclosing(_batches(model, request)) as batches:
+        source = _transformed_batches(model, request, transforms) if transforms else _batches(model, request)
+        async with aclosing(source) as batches:
             async for batch in batches:
                 for event in batch:
                     kind = event.type
@@ -92,12 +168,11 @@ async def stream_step(
                         streamed = True
                         event = call_ids.completed(event)
                         calls.append(_call_completed(event, builder, invalid_inputs))
-                    elif kind == "finish":
-                        finish = event
-                        continue
-                    elif kind == "error":
-                        raise event.error
+                    elif kind == "source" or kind == "file":
+                        streamed = True
+                        content.add(event, builder)
                     else:
+                        finish = _finish_so_far(event, finish)
                         continue
                     if observers:
                         emit_chunk(ChunkContext(session, request_id, step_number, event, body))
@@ -116,8 +191,41 @@ async def stream_step(
         reasoning_text="".join(reasoning),
         reasoning_blocks=_reasoning_blocks(builder, reasoning),
         tool_calls=calls,
+        sources=content.sources,
+        files=content.files,
         **_finish_fields(finish, getattr(model, "model_id", None), exchange),
     )
+
+
+def _finish_so_far(event: Any, finish: Finish | None) -> Finish | None:
+    """The step's ``finish`` once ``event`` (neither content nor a tool call) is seen: ``event``
+    itself if it is the finish; an error event raises its error; any other kind changes nothing."""
+    if event.type == "error":
+        raise event.error
+    return event if event.type == "finish" else finish
+
+
+class StepContent:
+    """A step's sources and generated files. A source is listed (and becomes a part of the
+    answer) once, where it is first cited: a model cites the same page sentence after sentence."""
+
+    __slots__ = ("sources", "files", "_cited")
+
+    def __init__(self) -> None:
+        self.sources: list[UrlSource | DocumentSource] = []
+        self.files: list[GeneratedFile] = []
+        self._cited: set[tuple[str | None, ...]] = set()
+
+    def add(self, event: UrlSource | DocumentSource | GeneratedFile, builder: AssistantMessageBuilder) -> None:
+        if isinstance(event, GeneratedFile):
+            self.files.append(event)
+            builder.file(event)
+            return
+        key = (event.url,) if isinstance(event, UrlSource) else (event.media_type, event.title, event.filename)
+        if key not in self._cited:
+            self._cited.add(key)
+            self.sources.append(event)
+            builder.source(event)
 
 
 def _reasoning_blocks(builder: AssistantMessageBuilder, reasoning: list[str]) -> list[ReasoningBlock]:

@@ -1,5 +1,6 @@
-"""Running the tool calls of a step: validation, ``before_tool_call``, execution
-(or block / substitute), ``after_tool_call`` and the ``tool-result`` chunk, per call.
+"""Running the tool calls of a step: validation, ``before_tool_call``, then a human's approval
+when the tool needs one or the hook asked for it, execution (or block / substitute),
+``transform_tool_result``, ``after_tool_call`` and the ``tool-result`` chunk, per call.
 
 Calls of one step run concurrently. Whatever goes wrong with a call — an unknown tool,
 arguments that are not JSON or do not validate, a raising decision hook or tool — becomes an
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
-from ..errors import HookTimeout
+from ..errors import HookTimeout, PluginError
 from ..events import ToolResult, Usage
 from ..models.base import ModelMessage, ToolCallRequest
 from ..tools import AnyTool, ToolContext, ToolInputError
@@ -134,9 +135,6 @@ class ToolCallRunner:
 
         if tool.is_client:
             return ToolOutcome(call, pending=True)
-        if tool.annotations.needs_approval and call.id not in self.approved:
-            self.builder.tool_approval_requested(call.id)
-            return ToolOutcome(call, pending=True)
 
         ctx = ToolCallContext(
             session=self.session,
@@ -164,9 +162,27 @@ class ToolCallRunner:
             return await self._finish(
                 step_number, call, tool, messages, started, "substitute", output=verdict.output, decided_by=decided_by
             )
-        run_input = verdict.input if verdict is not None and verdict.input is not None else validated
+        if call.id in self.approved:
+            # A human approved these very arguments (a rewrite was applied before asking): they run.
+            run_input = validated
+        elif tool.annotations.needs_approval or (verdict is not None and verdict.action == "ask"):
+            return self._ask(call, verdict, decided_by)
+        else:
+            run_input = verdict.input if verdict is not None and verdict.input is not None else validated
         await self.journal.tool_started(call.id)
         return await self._run_tool(step_number, call, tool, run_input, messages, started, decided_by)
+
+    def _ask(self, call: ToolCallRequest, verdict: ToolCallDecision | None, decided_by: str | None) -> ToolOutcome:
+        """Hold the call for a human: ``before_tool_call`` has had its say, so a rewrite is what
+        the human sees (and what runs once approved) and a plugin's ``ask`` shows its reason."""
+        if verdict is not None and verdict.action == "allow" and verdict.input is not None:
+            self.builder.tool_input_available(call.id, call.name, verdict.input)
+        reason = None
+        if verdict is not None and verdict.action == "ask":
+            reason = verdict.reason
+            self.builder.note_decision(call.id, "ask", decided_by, reason)
+        self.builder.tool_approval_requested(call.id, reason)
+        return ToolOutcome(call, pending=True)
 
     async def _run_tool(
         self,
@@ -293,14 +309,21 @@ class ToolCallRunner:
         """Each item of a streaming tool is a preliminary result; the last one is the result."""
         last: Any = None
         observers = self.hooks.chunk_observers
+        transforms = self.hooks.transforms_tool_results
         async for value in results:
             last = value
-            self.builder.tool_output(call.id, _jsonable(value), preliminary=True)
+            shown = _jsonable(value)
+            if transforms:  # what a client sees of the call must be rewritten too
+                shown = await self.hooks.transform_tool_result(
+                    self._result_context(step_number, call, None, [], success=True, output=shown, preliminary=True),
+                    _jsonable,
+                )
+            self.builder.tool_output(call.id, shown, preliminary=True)
             if observers:
                 self.hooks.emit_chunk(
                     ChunkContext(
                         self.session, self.request_id, step_number,
-                        ToolResult(call.id, call.name, value, preliminary=True), self.body,
+                        ToolResult(call.id, call.name, shown if transforms else value, preliminary=True), self.body,
                     )
                 )
         return last
@@ -321,6 +344,8 @@ class ToolCallRunner:
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
         output = _jsonable(output)
+        if error is None and self.hooks.transforms_tool_results:
+            output, error = await self._transformed(step_number, call, tool, messages, output, decision, decided_by)
         if decision != "allow":  # every client shows who blocked or substituted it, from the store
             self.builder.note_decision(call.id, decision, decided_by)
         if error is None:
@@ -329,23 +354,10 @@ class ToolCallRunner:
             self.builder.tool_error(call.id, error)
         await self.journal.tool_finished(call.id, output, error)
         await self.hooks.after_tool_call(
-            ToolCallResultContext(
-                session=self.session,
-                request_id=self.request_id,
-                body=self.body,
-                step_number=step_number,
-                tool_call_id=call.id,
-                tool_name=call.name,
-                input=call.input,
-                tool=tool,
-                messages=messages,
-                success=error is None,
-                output=output,
-                error=error,
-                duration_ms=duration_ms,
-                decision=decision,
-                interrupted=interrupted,
-                decided_by=decided_by,
+            self._result_context(
+                step_number, call, tool, messages,
+                success=error is None, output=output, error=error, duration_ms=duration_ms,
+                decision=decision, interrupted=interrupted, decided_by=decided_by,
             )
         )
         if self.hooks.chunk_observers:
@@ -355,6 +367,45 @@ class ToolCallRunner:
                 )
             )
         return ToolOutcome(call, output=output, error=error)
+
+
+    async def _transformed(
+        self,
+        step_number: int,
+        call: ToolCallRequest,
+        tool: AnyTool | None,
+        messages: list[ModelMessage],
+        output: Any,
+        decision: ToolDecisionAction,
+        decided_by: str | None,
+    ) -> tuple[Any, str | None]:
+        """The output as ``transform_tool_result`` rewrote it, or, when a transform failed, no
+        output and an error naming the plugin: fail closed, the unmasked output is never shown."""
+        ctx = self._result_context(
+            step_number, call, tool, messages, success=True, output=output, decision=decision, decided_by=decided_by
+        )
+        try:
+            return await self.hooks.transform_tool_result(ctx, _jsonable), None
+        except PluginError as exc:
+            logger.warning("tool call %s of %s: its result is withheld: %s", call.id, call.name, exc)
+            return None, f"The result of tool {call.name!r} was withheld: {exc}"
+
+    def _result_context(
+        self, step_number: int, call: ToolCallRequest, tool: AnyTool | None, messages: list[ModelMessage],
+        **outcome: Any,
+    ) -> ToolCallResultContext:
+        return ToolCallResultContext(
+            session=self.session,
+            request_id=self.request_id,
+            body=self.body,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            input=call.input,
+            tool=tool,
+            messages=messages,
+            **outcome,
+        )
 
 
 def idempotency_key(session_id: str, request_id: str, step_number: int, call_id: str) -> str:

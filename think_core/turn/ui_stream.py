@@ -1,6 +1,7 @@
 """Builds the assistant UI message of a turn and, optionally, the AI SDK UI message stream
 chunks that describe it (``start``, ``start-step``, ``text-start/delta/end``,
-``reasoning-*``, ``tool-input-*``, ``tool-output-*``, ``finish-step``, ``finish``, ``error``).
+``reasoning-*``, ``tool-input-*``, ``tool-output-*``, ``source-url``, ``source-document``,
+``file``, ``finish-step``, ``finish``, ``error``).
 
 The same chunks are sent by ``session.stream()``, the WebSocket server and ``POST /api/chat``.
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..events import Usage
+from ..events import DocumentSource, GeneratedFile, UrlSource, Usage
 from ..messages import new_id
 from ..types import UIMessage
 
@@ -321,6 +322,26 @@ class AssistantMessageBuilder:
         for call_id in [k for k, p in self._tool_parts.items() if p.get("state") == "input-streaming"]:
             del self._tool_parts[call_id]
 
+    # -- sources and generated files -------------------------------------------------------------
+    def source(self, source: UrlSource | DocumentSource) -> None:
+        """A source the answer cites: a ``source-url`` or ``source-document`` part, and the chunk
+        of the same shape (the AI SDK's)."""
+        self._content_part(source_part(source))
+
+    def file(self, file: GeneratedFile) -> None:
+        """A file the model generated: a ``file`` part (``url`` a ``data:`` URL of inline bytes)."""
+        part: dict[str, Any] = {"type": "file", "mediaType": file.media_type, "url": file.data_url}
+        if file.provider_metadata:
+            part["providerMetadata"] = file.provider_metadata
+        self._content_part(part)
+
+    def _content_part(self, part: dict[str, Any]) -> None:
+        # Text being streamed stays open: a citation comes in the middle of the text it backs,
+        # and a client keeps appending to its text part across the source chunk, as this does.
+        self.parts.append(part)
+        if self._emit:
+            self._emit(dict(part))
+
     # -- result ----------------------------------------------------------------------------------
     def step_reasoning(self) -> list[tuple[str, dict[str, Any] | None]]:
         """The current step's reasoning blocks: (text, provider metadata) each."""
@@ -357,6 +378,27 @@ class AssistantMessageBuilder:
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
 
 
+#: Parts whose stream chunk has their own shape (sources and files), replayed as stored.
+REPLAYED_AS_THEY_ARE = frozenset({"source-url", "source-document", "file"})
+
+
+def source_part(source: UrlSource | DocumentSource) -> dict[str, Any]:
+    """The ``source-url`` / ``source-document`` part (and chunk) of ``source``, as the AI SDK spells it."""
+    part: dict[str, Any]
+    if isinstance(source, UrlSource):
+        part = {"type": "source-url", "sourceId": source.id, "url": source.url}
+        if source.title is not None:
+            part["title"] = source.title
+    else:
+        part = {"type": "source-document", "sourceId": source.id, "mediaType": source.media_type,
+                "title": source.title}
+        if source.filename is not None:
+            part["filename"] = source.filename
+    if source.provider_metadata:
+        part["providerMetadata"] = source.provider_metadata
+    return part
+
+
 def stored_usage(metadata: dict[str, Any] | None) -> dict[str, Usage]:
     """The ``usage`` by model a stored message's metadata holds (none when it holds something else)."""
     usage = (metadata or {}).get("usage")
@@ -391,6 +433,8 @@ def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
         elif kind == "reasoning":
             builder.reasoning_delta(part.get("text", ""))
             builder._close_block()
+        elif kind in REPLAYED_AS_THEY_ARE:
+            builder._content_part(dict(part))
         elif "toolCallId" in part:
             _replay_tool(builder, part)
     if builder.parts and message.parts[0].get("type") == "step-start":
