@@ -1,6 +1,6 @@
 """think: a Python agent turn engine whose every stage is a pluggy hook.
 
-Plugin authors import from here: ``from think_core import hookimpl, allow, block, substitute``.
+Plugin authors import from here: ``from think_core import hookimpl, allow, ask, block, substitute``.
 """
 
 from .agent import Think
@@ -21,6 +21,7 @@ from .errors import (
 )
 from .events import (
     Finish,
+    ModelEvent,
     ReasoningDelta,
     StreamError,
     TextDelta,
@@ -55,6 +56,7 @@ from .types import (
     StepResult,
     StepRetry,
     StepToolResult,
+    StreamTransform,
     ToolCallContext,
     ToolCallDecision,
     ToolCallResultContext,
@@ -65,6 +67,7 @@ from .types import (
     UIMessage,
     UsageRecords,
     allow,
+    ask,
     block,
     substitute,
 )
@@ -103,6 +106,7 @@ __all__ = [
     "PluginLoadError",
     "PluginResultError",
     "ProviderError",
+    "ModelEvent",
     "ReasoningDelta",
     "StepConfig",
     "StepContext",
@@ -111,6 +115,7 @@ __all__ = [
     "SessionView",
     "StepResult",
     "StepToolResult",
+    "StreamTransform",
     "StreamError",
     "TextDelta",
     "ThinkError",
@@ -134,6 +139,7 @@ __all__ = [
     "UnknownToolCall",
     "Usage",
     "allow",
+    "ask",
     "block",
     "call",
     "hookimpl",

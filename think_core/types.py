@@ -8,13 +8,13 @@ so a hook never needs to reach back into the session for what its turn is about.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Annotated, Any, Literal, Protocol, get_args, runtime_checkable
 
 from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field, SkipValidation, field_validator
 from pydantic.alias_generators import to_camel
 
-from .events import Chunk, Usage
+from .events import Chunk, DocumentSource, GeneratedFile, ModelEvent, UrlSource, Usage
 from .models.base import CallSettings, ModelMessage, ReasoningBlock, ToolCallRequest, ToolChoice
 from .tools import AnyTool
 
@@ -25,6 +25,10 @@ TurnStatus = Literal["completed", "error", "aborted", "skipped"]
 ErrorStage = Literal["parse", "persist", "turn", "stream"]
 ErrorClassification = Literal["context_overflow", "rate_limit", "transient", "fatal", "unknown"]
 ERROR_CLASSIFICATIONS: tuple[str, ...] = get_args(ErrorClassification)
+
+#: An item of ``StepResult.sources``: a :class:`~think_core.events.UrlSource` or a
+#: :class:`~think_core.events.DocumentSource`, told apart by ``source_type``.
+SourceItem = Annotated[UrlSource | DocumentSource, Field(discriminator="source_type")]
 
 
 @runtime_checkable
@@ -212,7 +216,10 @@ class StepResult(_Context):
     """Argument of ``on_step_finish``; also the items of ``StepContext.steps``.
 
     ``tool_results`` also accepts dicts of :class:`StepToolResult`'s fields, validated into it
-    (on assignment too). ``request`` is the provider request body as sent (credentials travel
+    (on assignment too). ``sources`` are what the answer cites
+    (:class:`~think_core.events.UrlSource`, :class:`~think_core.events.DocumentSource`),
+    ``files`` what the model generated (:class:`~think_core.events.GeneratedFile`).
+    ``request`` is the provider request body as sent (credentials travel
     in headers and are never in it; ``None`` for a model that is not an HTTP provider);
     ``response`` has the response's ``id``, ``model`` and ``headers`` (request ids, rate-limit
     state); ``warnings`` say what was dropped on the way (a setting the provider does not
@@ -229,6 +236,10 @@ class StepResult(_Context):
     reasoning_blocks: list[ReasoningBlock] = Field(default_factory=list)
     tool_calls: list[ToolCallRequest] = Field(default_factory=list)
     tool_results: list[StepToolResult] = Field(default_factory=list)
+    #: What the step's answer cites, in order of first mention (each url or document once).
+    sources: list[SourceItem] = Field(default_factory=list)
+    #: Files the model generated in this step (images ...).
+    files: list[GeneratedFile] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     model_id: str | None = None
     response_id: str | None = None
@@ -316,12 +327,12 @@ class ToolCallContext(_Context):
     """The turn's token usage so far, the step whose model called this tool included."""
 
 
-ToolDecisionAction = Literal["allow", "block", "substitute"]
+ToolDecisionAction = Literal["allow", "block", "substitute", "ask"]
 
 
 class ToolCallDecision(BaseModel):
-    """Return value of ``before_tool_call``. Build one with :func:`allow`, :func:`block` or
-    :func:`substitute`."""
+    """Return value of ``before_tool_call``. Build one with :func:`allow`, :func:`block`,
+    :func:`substitute` or :func:`ask`."""
 
     model_config = _HOOK_ANSWER
 
@@ -346,6 +357,17 @@ def substitute(output: Any) -> ToolCallDecision:
     return ToolCallDecision(action="substitute", output=output)
 
 
+def ask(reason: str | None = None) -> ToolCallDecision:
+    """Run the tool only once a human approves it, like a ``needs_approval`` tool: the turn ends
+    with the call waiting (an approval request showing ``reason``), and an approval runs it in
+    the continuation."""
+    return ToolCallDecision(action="ask", reason=reason)
+
+
+#: What ``transform_stream`` returns: takes a step's model events, returns the events to show.
+StreamTransform = Callable[[AsyncIterator[ModelEvent]], AsyncIterator[ModelEvent]]
+
+
 class ToolCallResultContext(_Context):
     """Argument of ``after_tool_call``. ``input`` is the model's original input; ``success`` is
     ``False`` only when execution (or the decision hook) raised, or the call was
@@ -367,6 +389,8 @@ class ToolCallResultContext(_Context):
     interrupted: bool = False
     #: The plugin whose ``before_tool_call`` decided (``None``: no plugin had an opinion).
     decided_by: str | None = None
+    #: ``transform_tool_result`` only: an intermediate yield of a streaming tool, not its result.
+    preliminary: bool = False
 
 
 class ChatResponseResult(_Context):
