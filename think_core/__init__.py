@@ -4,10 +4,13 @@ Plugin authors import from here: ``from think_core import hookimpl, allow, ask, 
 """
 
 from .agent import Think
+from .chat.attachments import AttachmentLimits
 from .errors import (
+    AttachmentTooLarge,
     ClientRequestRefused,
     ConfigurationError,
     HookTimeout,
+    InvalidAttachment,
     NestedTurnError,
     PluginError,
     PluginLoadError,
@@ -77,6 +80,9 @@ __all__ = [
     "PluginLoadInterrupted",
     "StoreUnavailable",
     "ClientRequestRefused",
+    "AttachmentLimits",
+    "AttachmentTooLarge",
+    "InvalidAttachment",
     "PROJECT",
     "AnthropicModel",
     "GeminiModel",

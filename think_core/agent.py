@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from .chat.attachments import AttachmentLimits
 from .durable.orphan_watch import OrphanWatch
 from .durable.takeover import Takeovers, drain
 from .hooks.dispatch import HookDispatcher
@@ -70,6 +71,11 @@ class Think:
         failed with a ``transient`` / ``rate_limit`` error before producing output.
     :param compaction: ``{"protect_head": 1, "tail_tokens": 2000, "min_tail_messages": 2,
         "summary_budget_tokens": 8000}``.
+    :param attachments: ``{"max_file_bytes": 10 MiB, "max_message_bytes": 20 MiB}``: how large
+        a file a user sends may be, and one message's files together (an
+        :class:`~think_core.chat.attachments.AttachmentLimits`); larger ones, malformed data URLs
+        and bytes that are not their ``mediaType`` raise
+        :class:`~think_core.errors.InvalidAttachment` before anything is stored.
     :param summarizer: ``fn(messages, budget_tokens) -> str`` (sync or async) used instead of the
         model to summarise compacted messages.
     :param max_idle_sessions: idle sessions kept in memory (least recently used dropped first;
@@ -109,6 +115,7 @@ class Think:
         context_overflow: ContextOverflowConfig | Mapping[str, Any] | None = None,
         retry: RetryConfig | Mapping[str, Any] | None = None,
         compaction: CompactionConfig | Mapping[str, Any] | None = None,
+        attachments: AttachmentLimits | Mapping[str, Any] | None = None,
         summarizer: Summarizer | None = None,
         submission_lease: float = 30.0,
         max_idle_sessions: int = 1000,
@@ -141,6 +148,8 @@ class Think:
         self.context_overflow = ContextOverflowConfig.model_validate(context_overflow or {})
         self.retry = RetryConfig.model_validate(retry or {})
         self.compaction = CompactionConfig.model_validate(compaction or {})
+        #: How large the files a user sends may be (checked before anything is stored).
+        self.attachments = AttachmentLimits.model_validate(attachments or {})
         self.summarizer = summarizer
         if submission_lease <= 0:
             raise ValueError("submission_lease must be positive")
@@ -209,6 +218,7 @@ class Think:
                 settings=self.settings,
                 send_reasoning=self.send_reasoning,
                 submission_lease=self.submission_lease,
+                attachments=self.attachments,
                 on_open=self._session_opened,
             )
             self._sessions[session_id] = session

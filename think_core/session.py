@@ -18,6 +18,7 @@ from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
 from .chat.answers import ToolAnswers
+from .chat.attachments import AttachmentLimits, checked_messages
 from .chat.callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
 from .chat.guard import ClientGuard
 from .chat.stop import StopButton
@@ -25,7 +26,7 @@ from .chat.submissions import ChatSubmissions
 from .chat.transcript import TranscriptIntake, replace_history
 from .durable.queue import SubmissionQueue, SubmitResult
 from .events import Usage
-from .messages import MessageInput, coerce_messages, new_id, served
+from .messages import MessageInput, new_id, served
 from .runner.failures import TurnMemory, TurnRecovery
 from .runner.streams import SessionStreams
 from .runner.turn_runner import TurnRunner
@@ -60,6 +61,7 @@ class Session:
         settings: dict[str, Any],
         send_reasoning: bool,
         submission_lease: float,
+        attachments: AttachmentLimits,
         on_open: Callable[[Session], object] | None = None,
     ) -> None:
         self.id = session_id
@@ -79,7 +81,8 @@ class Session:
         self._submissions = SubmissionQueue(
             session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
         )
-        self._chats = ChatSubmissions(session_id, self._db, self._submissions, ClientGuard(self.streams, deps.tools))
+        self._chats = ChatSubmissions(session_id, self._db, self._submissions, ClientGuard(self.streams, deps.tools, attachments))
+        self._attachments = attachments
         self._background: set[asyncio.Task[Any]] = set()
         self._answers = ToolAnswers(session_id, self._db, self._runner, self._spawn)
         self._stop = StopButton(session_id, self._db, self.streams, self._runner, self._submissions)
@@ -177,7 +180,7 @@ class Session:
         (see :mod:`think_core.chat.authority`)."""
         self._assert_not_nested("replace_messages")
         async with self._runner.lock:
-            await replace_history(self._db, self.id, coerce_messages(messages), from_client=from_client)
+            await replace_history(self._db, self.id, checked_messages(messages, self._attachments), from_client=from_client)
             return [served(m) for m in await self._db.list_messages(self.id)]
 
     async def add_messages(self, messages: MessagesOrFunction) -> list[UIMessage]:
@@ -188,7 +191,7 @@ class Session:
             resolved = messages(await self._db.list_messages(self.id))
             if asyncio.iscoroutine(resolved):
                 resolved = await resolved
-        return await self._db.append_messages(self.id, coerce_messages(resolved))
+        return await self._db.append_messages(self.id, checked_messages(resolved, self._attachments))
 
     # -- entry paths --------------------------------------------------------------------------------
     async def chat(
@@ -214,7 +217,7 @@ class Session:
         (the error text, or the exception the call then does not raise). See
         :mod:`think_core.chat.callbacks`."""
         request = TurnRequest(
-            "chat", coerce_messages(input), body=body, request_id=request_id or new_id("req"), config=config
+            "chat", checked_messages(input, self._attachments), body=body, request_id=request_id or new_id("req"), config=config
         )
         callbacks = ChatCallbacks(on_start, on_event, on_done, on_error)
         if callbacks.plain():
@@ -226,7 +229,7 @@ class Session:
         self, messages: MessagesOrFunction, *, body: dict[str, Any] | None = None
     ) -> TurnResult:
         """Append ``messages`` (or ``fn(history) -> messages``, resolved under the turn lock), then run a turn."""
-        incoming = messages if callable(messages) else coerce_messages(messages)
+        incoming = messages if callable(messages) else checked_messages(messages, self._attachments)
         return await self._runner.run(TurnRequest("save_messages", incoming, body=body))
 
     async def continue_last_turn(self, *, body: dict[str, Any] | None = None) -> TurnResult:
@@ -250,7 +253,7 @@ class Session:
         """Run a turn and yield its AI SDK UI message stream chunks as they are produced
         (``config`` as for :meth:`chat`)."""
         request = TurnRequest(
-            trigger, coerce_messages(input), body=body, request_id=request_id or new_id("req"), config=config
+            trigger, checked_messages(input, self._attachments), body=body, request_id=request_id or new_id("req"), config=config
         )
         # aclosing: closing this stream early aborts the turn now, not when the GC gets to it.
         async with aclosing(self.stream_request(request)) as chunks:
@@ -287,7 +290,7 @@ class Session:
         returns the existing submission with ``accepted=False``. Allowed inside a turn."""
         await self.open()
         return await self._submissions.submit(
-            messages, submission_id=submission_id, idempotency_key=idempotency_key, metadata=metadata
+            checked_messages(messages, self._attachments), submission_id=submission_id, idempotency_key=idempotency_key, metadata=metadata
         )
 
     async def inspect_submission(self, submission_id: str) -> Submission | None:

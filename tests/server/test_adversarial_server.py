@@ -164,10 +164,10 @@ async def test_deeply_nested_json_gets_an_error_frame_and_the_connection_survive
 
 async def test_enormous_frames_are_refused_and_the_server_keeps_serving() -> None:
     agent = make_agent(ScriptedModel([Step(text="Fine."), Step(text="Fine again.")]))
-    async with serve_app(agent) as (base, _):
+    async with serve_app(agent, max_body_bytes=4 * 1024 * 1024) as (base, _):
         async with connect(ws_url(base), max_size=None) as ws:
             await recv_past_opening(ws)
-            # Above the app's limit (4 MiB by default): an error frame, the connection stays.
+            # Above the app's limit (4 MiB here): an error frame, the connection stays.
             await ws.send(json.dumps(chat_request("big", [user("x" * (5 * 1024 * 1024), "u-big")])))
             error = await recv_past_opening(ws)
             assert error["type"] == "cf_agent_error" and error["error"]["type"] == "payload_too_large"

@@ -108,10 +108,13 @@ def resolve_agent_options(args: argparse.Namespace) -> tuple[str | None, dict[st
     for name in ("temperature", "max_tokens", "seed"):  # flags over think.toml; None: the provider's
         value = getattr(args, name, None)
         kwargs[name] = value if value is not None else getattr(section, name)
-    for name in ("context_overflow", "retry", "compaction"):
+    for name in ("context_overflow", "retry", "compaction", "attachments"):
         value = getattr(section, name)
         if value is not None:
             kwargs[name] = value
+    limits = {name: getattr(args, name) for name in ("max_file_bytes", "max_message_bytes") if getattr(args, name, None)}
+    if limits:  # think serve's flags over think.toml
+        kwargs["attachments"] = {**kwargs.get("attachments", {}), **limits}
     return args.model, kwargs
 
 

@@ -11,6 +11,7 @@
     disable = ["analytics"]              # entry-point plugins not to load
     broken_plugins = "warn"              # run without an installed plugin that fails to load
     context_overflow = { reactive = true }
+    attachments = { max_file_bytes = 5242880 }   # a user's files: 10 MiB each, 20 MiB a message by default
 
     [plugins.tool_cache]                 # each plugin's settings, validated by its own model
     backend = "sqlite"
@@ -57,6 +58,7 @@ class AgentSection(BaseModel):
     context_overflow: dict[str, Any] | None = None
     retry: dict[str, Any] | None = None
     compaction: dict[str, Any] | None = None
+    attachments: dict[str, Any] | None = None
 
 
 class ThinkConfig(BaseModel):

@@ -44,7 +44,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help="bearer token required by the API (default: $THINK_API_TOKEN)")
     parser.add_argument(
         "--max-body", "--max-body-bytes", dest="max_body_bytes", type=byte_size, default=None, metavar="SIZE",
-        help="largest request body / WebSocket frame, e.g. 8MiB or 1000000 (default: 4MiB)",
+        help="largest request body / WebSocket frame, e.g. 8MiB or 1000000 (default: 32MiB; a user's files have limits of their own)",
+    )
+    parser.add_argument(
+        "--max-file", dest="max_file_bytes", type=byte_size, default=None, metavar="SIZE",
+        help="largest file a user may send in a message (default: 10MiB; larger ones get 413)",
+    )
+    parser.add_argument(
+        "--max-message-files", dest="max_message_bytes", type=byte_size, default=None, metavar="SIZE",
+        help="largest size of one message's files together (default: 20MiB)",
     )
     parser.add_argument(
         "--allow-origin", action="append", default=None, metavar="URL",
@@ -86,7 +94,7 @@ async def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from ..server import DEFAULT_MAX_BODY_BYTES, create_app
+        from ..server import DEFAULT_MAX_BODY_BYTES, create_app, ws_frame_limit
         from ..server.header_timeout import HEADER_TIMEOUT, with_header_timeout
         from ..server.logs import uvicorn_log_config
         from ..server.ws_compression import uvicorn_ws_options
@@ -102,12 +110,13 @@ async def run(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         print(f"think: {exc}", file=sys.stderr)
         return 2
+    max_body = args.max_body_bytes or DEFAULT_MAX_BODY_BYTES
     try:
         try:
             app = create_app(
                 agent,
                 api_token=args.token,
-                max_body_bytes=args.max_body_bytes or DEFAULT_MAX_BODY_BYTES,
+                max_body_bytes=max_body,
                 timeline=not args.no_timeline,
                 allowed_origins=args.allow_origin or (),
                 allowed_hosts=args.allowed_host,
@@ -120,6 +129,7 @@ async def run(args: argparse.Namespace) -> int:
         config = uvicorn.Config(
             app, host=args.host, port=args.port, lifespan="on", log_level="info",
             log_config=uvicorn_log_config(), timeout_graceful_shutdown=5, **uvicorn_ws_options(args.ws_compression),
+            ws_max_size=ws_frame_limit(max_body),
             http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT),
         )
         # Bind first, so the announced URL has the real port (also for --port 0); announce it once

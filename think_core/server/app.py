@@ -58,9 +58,19 @@ from .timeline import TimelineRecorder
 from .ws import serve_socket
 
 #: Largest accepted request body / WebSocket frame. Chat clients resend the whole transcript
-#: with every request, so this is generous (4 MiB of JSON is more text than a model's context
-#: window holds); it bounds memory per request, not history size.
-DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024
+#: with every request, and a user's files travel in it as base64 data URLs (a third larger than
+#: the file), so this is generous: the files of one message at the default
+#: ``AttachmentLimits`` (20 MiB) fit, as in the providers' own request limits (Anthropic's is
+#: 32 MB). It bounds memory per request; a larger body gets 413 before it is read.
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+def ws_frame_limit(max_body_bytes: int) -> int:
+    """The WebSocket layer's own frame limit (uvicorn's ``ws_max_size``) for an app taking
+    ``max_body_bytes``: above it (at least uvicorn's default, 16 MiB), so that a frame a little
+    too large gets the app's error frame and the connection stays; a far larger one is refused
+    (close code 1009) before its bytes are read."""
+    return max(max_body_bytes + 1024 * 1024, 16 * 1024 * 1024)
 
 
 #: The page's assets: name -> media type. Nothing else under ``static/`` is served.
@@ -203,7 +213,9 @@ def create_app(
     :param api_token: bearer token required by the API and the WebSocket; defaults to the
         ``THINK_API_TOKEN`` environment variable; empty/``None`` means no authentication.
     :param max_body_bytes: larger HTTP bodies get 413 (counted while reading), larger WebSocket
-        frames an error frame.
+        frames an error frame (frames far larger, past the server's ``ws_max_size``, close the
+        connection with 1009 unread). The files a user sends have limits of their own, the
+        agent's ``Think(attachments=...)``: 413 / an error frame too, nothing stored.
     :param timeline: register a recorder plugin that sends each turn's hook events to the
         WebSocket clients as ``think_timeline`` frames (the page shows them).
     :param allowed_origins: browser origins (``scheme://host[:port]``) allowed besides the
@@ -265,4 +277,5 @@ def create_app(
     )
     app.state.agent = agent
     app.state.hub = hub
+    app.state.max_body_bytes = max_body_bytes  # the WebSocket layer's own frame limit is set above it
     return app

@@ -8,7 +8,8 @@ the UI message stream protocol: ``content-type: text/event-stream``,
 ``data: [DONE]``, so ``useChat`` front ends work unchanged. The body must be
 ``Content-Type: application/json`` (415 otherwise) and at most ``max_body_bytes`` (413, enforced
 while reading). Errors before streaming are JSON ``{"error": {"message", "type"}}`` with a
-4xx/5xx status.
+4xx/5xx status: a user's file larger than the agent's ``AttachmentLimits`` gets 413
+(``payload_too_large``), a malformed one 400 (``invalid_attachment``), nothing stored.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..agent import Think
-from ..errors import ClientRequestRefused, StoreUnavailable, ThinkError
+from ..errors import AttachmentTooLarge, ClientRequestRefused, InvalidAttachment, StoreUnavailable, ThinkError
 from ..messages import new_id
 from .frames import MAX_JSON_DEPTH, ProtocolError, check_json, dumps, error_body, split_chat_body
 from .hub import SessionHub
@@ -160,6 +161,12 @@ async def _first_chunk(chunks: AsyncGenerator[dict[str, Any], None]) -> dict[str
     except ClientRequestRefused as exc:  # nothing was stored
         await chunks.aclose()
         raise HTTPError(400, str(exc), "invalid_request") from None
+    except AttachmentTooLarge as exc:  # nothing was stored
+        await chunks.aclose()
+        raise HTTPError(413, str(exc), "payload_too_large") from None
+    except InvalidAttachment as exc:  # nothing was stored
+        await chunks.aclose()
+        raise HTTPError(400, str(exc), "invalid_attachment") from None
     except StoreUnavailable as exc:  # nothing was accepted: the client may send it again
         await chunks.aclose()
         raise HTTPError(503, f"the chat cannot be served now: {exc}", "unavailable") from None
@@ -198,11 +205,25 @@ async def resume_stream(agent: Think, session_id: str) -> Response:
     live = await agent.session(session_id).streams.find()
     if live is None or not live.streaming:
         return Response(status_code=204)
+    # Decided on the turn's first chunk, not before it: a turn that ends before it shows
+    # anything (its stream is its error or abort alone, see ``ui_stream``) left no message to
+    # resume, and its outcome is already in the history. Replayed, its error would become the
+    # reloaded page's own (useChat's status "error", never "ready") while the stream is still
+    # open between the failure being stored and the stream's end (issue 33).
+    chunks = live.follow()
+    first = await anext(chunks, None)
+    if first is None or first[1].get("type") in ("error", "abort"):
+        await chunks.aclose()
+        return Response(status_code=204)
 
     async def body() -> AsyncIterator[str]:
-        async for _, chunk in live.follow():
-            yield sse(chunk)
-        yield SSE_DONE
+        try:
+            yield sse(first[1])
+            async for _, chunk in chunks:
+                yield sse(chunk)
+            yield SSE_DONE
+        finally:
+            await chunks.aclose()
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=UI_MESSAGE_STREAM_HEADERS)
 

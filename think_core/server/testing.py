@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import uvicorn
 
+from .app import DEFAULT_MAX_BODY_BYTES, ws_frame_limit
 from .ws_compression import uvicorn_ws_options
 
 
@@ -31,6 +32,8 @@ async def running_server(app: Any, *, host: str = "127.0.0.1", port: int = 0, st
         log_level="warning",
         lifespan="on",
         **uvicorn_ws_options(),  # as think serve does
+        # Frames a little above the app's limit reach it (its error frame), as under think serve.
+        ws_max_size=ws_frame_limit(getattr(getattr(app, "state", None), "max_body_bytes", DEFAULT_MAX_BODY_BYTES)),
         timeout_graceful_shutdown=5,
     )
     server = uvicorn.Server(config)

@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket
 
 from ..agent import Think
 from ..chat.transcript import ClientTranscript
-from ..errors import ClientRequestRefused, UnknownToolCall
+from ..errors import ClientRequestRefused, InvalidAttachment, UnknownToolCall
 from ..messages import new_id
 from ..turn.pending_calls import ToolAnswer
 from ..types import UIMessage
@@ -199,7 +199,7 @@ class ChatSocket:
                     await relay.begin(self.session)
                 relay.chunk(chunk)
             close = requested or relay.started
-        except ClientRequestRefused as exc:  # nothing was stored: the client is told why
+        except (ClientRequestRefused, InvalidAttachment) as exc:  # nothing was stored: the client is told why
             failure, close = str(exc), requested
             if not requested:
                 self.send(F.error_frame(failure, "invalid_request"))
