@@ -85,9 +85,9 @@ class AssistantMessageBuilder:
             key = model_id or "unknown"
             self.usage[key] = self.usage.get(key, Usage()) + usage
 
-    def note_decision(self, tool_call_id: str, decision: str, by: str | None) -> None:
-        """A plugin decided the call (``block``, ``substitute``): kept with the message."""
-        self.decisions[tool_call_id] = {"decision": decision, "by": by}
+    def note_decision(self, tool_call_id: str, decision: str, by: str | None, reason: str | None = None) -> None:
+        """A plugin decided the call (``block``, ``substitute``, ``ask``): kept with the message."""
+        self.decisions[tool_call_id] = {"decision": decision, "by": by, **({"reason": reason} if reason else {})}
 
     # -- stream framing -------------------------------------------------------------------
     def _framed(self, chunk: dict[str, Any]) -> None:
@@ -309,12 +309,17 @@ class AssistantMessageBuilder:
         if self._emit:
             self._emit({"type": "tool-output-error", "toolCallId": tool_call_id, "errorText": error_text})
 
-    def tool_approval_requested(self, tool_call_id: str) -> None:
+    def tool_approval_requested(self, tool_call_id: str, reason: str | None = None) -> None:
+        """The call waits for a human; ``reason`` (a plugin's ``ask(reason)``) is shown with the
+        request (the AI SDK part's ``approval.requestReason``)."""
         part = self._tool_parts[tool_call_id]
         part["state"] = "approval-requested"
-        part["approval"] = {"id": tool_call_id}
+        part["approval"] = {"id": tool_call_id, **({"requestReason": reason} if reason else {})}
         if self._emit:
-            self._emit({"type": "tool-approval-request", "approvalId": tool_call_id, "toolCallId": tool_call_id})
+            chunk = {"type": "tool-approval-request", "approvalId": tool_call_id, "toolCallId": tool_call_id}
+            if reason:
+                chunk["reason"] = reason
+            self._emit(chunk)
 
     def drop_unfinished_tool_inputs(self) -> None:
         """Tool parts still streaming their input when a step ended carry no call: remove them."""
@@ -452,4 +457,6 @@ def _replay_tool(builder: AssistantMessageBuilder, part: dict[str, Any]) -> None
     elif state == "output-error":
         builder.tool_error(call_id, str(part.get("errorText") or ""))
     elif state == "approval-requested":
-        builder.tool_approval_requested(call_id)
+        approval = part.get("approval")
+        reason = approval.get("requestReason") if isinstance(approval, dict) else None
+        builder.tool_approval_requested(call_id, reason if isinstance(reason, str) else None)
