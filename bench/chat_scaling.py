@@ -49,8 +49,7 @@ from _common import machine, median, table
 
 from think_core import ScriptedModel, Step, Think, Usage, hookimpl
 from think_core.chat.transcript import ClientTranscript
-from think_core.runner import failures
-from think_core.store import Store
+from think_core.store import Store, history_cache
 from think_core.store.aio import open_store
 from think_core.types import UIMessage
 
@@ -113,7 +112,7 @@ def seed(store: Store, n: int) -> list[UIMessage]:
     return messages
 
 
-_CONVERT = failures.to_model_messages
+_CONVERT = history_cache.to_model_messages
 
 
 def time_conversion(counting: CountingStore) -> None:
@@ -126,7 +125,7 @@ def time_conversion(counting: CountingStore) -> None:
             if counting.recording:
                 counting.spent["to_model_messages"] += time.perf_counter() - start
 
-    failures.to_model_messages = timed
+    history_cache.to_model_messages = timed
 
 
 async def one_request(
@@ -155,7 +154,7 @@ async def one_request(
         "accept": (accepted - start) * 1000 if accepted is not None else float("nan"),
         "model": ((clock.first_step or end) - start) * 1000,
         "whole": (end - start) * 1000,
-        "input": (counting.spent["history"] + counting.spent["to_model_messages"]) * 1000,
+        "input": sum(counting.spent[k] for k in ("history", "history_changes", "to_model_messages")) * 1000,
         "calls": {k: v for k, v in calls.items() if v},
     }
 

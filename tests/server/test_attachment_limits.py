@@ -7,20 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.support import agents
 from tests.support.files import DOT_PNG, JPEG_START, file_part, png_of_size, user_with_files
 from tests.support.http_chat import api, post_chat, transport_body
+from tests.support.serve import think_serve
 from tests.support.web import chat_request, ui_text, user
 from tests.support.ws import client, serve
 from think_core import AttachmentLimits
 from think_core.models.scripted import ScriptedModel, Step
 from think_core.server import DEFAULT_MAX_BODY_BYTES, create_app
-from think_core.server.testing import running_server
+from think_core.server.testing import running_server, wait_until_healthy
 
 LIMITS = AttachmentLimits(max_file_bytes=50_000, max_message_bytes=80_000)
 MIB = 1024 * 1024
@@ -166,3 +170,21 @@ async def test_a_64_mib_attachment_gets_413_before_it_is_read_and_nothing_is_sto
     # Chunked, the server reads up to its limit, then stops: far less than the 85 MiB sent as JSON.
     assert sent < DEFAULT_MAX_BODY_BYTES + 8 * MIB < length, (sent, length)
     assert stored == [] and ui_text(chunks) == "Small is fine."
+
+
+async def test_think_serve_takes_the_limits_from_its_flags_and_think_toml(tmp_path: Path) -> None:
+    (tmp_path / "think.toml").write_text("[think]\nattachments = { max_message_bytes = 3000 }\n")
+    env = {**os.environ, "THINK_HOME": str(tmp_path), "THINK_CONFIG": str(tmp_path / "think.toml")}
+    env.pop("THINK_API_TOKEN", None)
+    args = ("--model", "demo", "--db", str(tmp_path / "chats.db"), "--max-file", "2KiB")
+    async with think_serve(*args, env=env) as (_, base), httpx.AsyncClient(base_url=base, timeout=30) as http:
+        await wait_until_healthy(http, timeout=30)
+        one = await http.post("/api/chat", json=transport_body("c", [user_with_files("hi", "u1", file_part(png_of_size(2049)))]))
+        two = user_with_files("hi", "u1", file_part(png_of_size(1600)), file_part(png_of_size(1600), filename="b.png"))
+        both = await http.post("/api/chat", json=transport_body("c", [two]))
+        fits = await http.post("/api/chat", json=transport_body("c", [user_with_files("hi", "u2", file_part(DOT_PNG))]))
+        stored = (await http.get("/api/sessions/c/messages")).json()["messages"]
+    assert one.status_code == 413 and "2,048 bytes" in one.json()["error"]["message"]
+    assert both.status_code == 413 and "3,000 bytes per message" in both.json()["error"]["message"]
+    assert fits.status_code == 200
+    assert [m["id"] for m in stored if m["role"] == "user"] == ["u2"]
