@@ -156,10 +156,18 @@ def _old_rows(execute: Any, placeholder: str) -> None:
         )
 
 
+def _drop_history_revisions(execute: Any) -> None:
+    """Take off what a later version (the history revisions, ``HISTORY_REVISIONS``) added."""
+    execute("DROP INDEX messages_by_rev")
+    for table, column in (("messages", "rev"), ("sessions", "history_rev"), ("sessions", "history_reset")):
+        execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+
+
 def test_a_version_5_sqlite_database_gets_its_waiting_messages_marked(tmp_path: Path) -> None:
     db = tmp_path / "think.db"
     SQLiteStore(db).close()
     conn = sqlite3.connect(db)
+    _drop_history_revisions(conn.execute)
     conn.execute("DROP INDEX messages_waiting")
     conn.execute("ALTER TABLE messages DROP COLUMN waiting")  # as version 5 left the table
     conn.execute("INSERT INTO sessions VALUES ('s', 0)")
@@ -181,6 +189,7 @@ def test_a_version_2_postgres_schema_gets_its_waiting_messages_marked(pg_schema:
     PostgresStore(url, schema=pg_schema).close()
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{pg_schema}"')
+        _drop_history_revisions(conn.execute)
         conn.execute("DROP INDEX messages_waiting")
         conn.execute("ALTER TABLE messages DROP COLUMN waiting")  # as version 2 left the table
         conn.execute("INSERT INTO sessions (session_id, created_at) VALUES ('s', 0)")

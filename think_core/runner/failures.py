@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ProviderError, StoreUnavailable
 from ..events import Usage
-from ..messages import to_model_messages
 from ..models.base import ModelMessage
 from ..models.retry import is_retryable
 from ..turn.compaction import CompactionResult, TokenCounter, estimate_tokens
@@ -133,7 +132,8 @@ class TurnRecovery:
                     builder.restore(last.id, last.parts, last.metadata)
 
         async def load_history() -> list[ModelMessage]:
-            return to_model_messages(_up_to(await db.history(session_id), answers))
+            # Kept as model messages between turns: a turn reads only what changed since the last.
+            return await db.model_history.model_messages(session_id, answers)
 
         return await load_history(), load_history, last
 
@@ -262,13 +262,3 @@ def shown_classification(failure: TurnFailed) -> str:
         return "rate_limit"
     return "transient" if is_retryable(error) else "fatal"
 
-
-def _up_to(history: list[UIMessage], answers: str | None) -> list[UIMessage]:
-    """The history a turn answering message ``answers`` sees: up to that message, inclusive
-    (all of it when the message is not there, e.g. compacted away)."""
-    if answers is None:
-        return history
-    for index, message in enumerate(history):
-        if message.id == answers:
-            return history[: index + 1]
-    return history

@@ -13,8 +13,9 @@ from typing import Any
 from psycopg import sql
 
 from ..messages import PENDING_TOOL_STATES
+from ._rows import HISTORY_REVISIONS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # Version 1, the baseline; later versions are the numbered steps of _MIGRATIONS.
 _BASELINE = (
@@ -124,6 +125,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         f" AND part->>'state' IN ({', '.join(map(repr, sorted(PENDING_TOOL_STATES)))}))",
         "CREATE INDEX messages_waiting ON messages (session_id, seq) WHERE waiting = 1",
     ),
+    # Each session's history revision, and the revision each message row was last written at:
+    # what changed since a cached history is read by index (Store.history_changes).
+    4: HISTORY_REVISIONS,
 }
 
 

@@ -23,7 +23,7 @@ from ..process_identity import this_process
 from ..types import UIMessage
 from .base import SubmissionOwner
 
-__all__ = ["INSERT_MESSAGE", "RowsBase", "dumps", "is_waiting", "message_row"]
+__all__ = ["HISTORY_REVISIONS", "INSERT_MESSAGE", "RowsBase", "dumps", "is_waiting", "message_row"]
 
 
 def dumps(value: Any) -> str:
@@ -31,8 +31,19 @@ def dumps(value: Any) -> str:
 
 
 INSERT_MESSAGE = (
-    "INSERT INTO messages (session_id, message_id, role, parts, metadata, waiting, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+    "INSERT INTO messages (session_id, message_id, role, parts, metadata, waiting, rev, created_at, updated_at) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+)
+
+#: The migration (the same SQL on both backends) that adds the history revisions: the session's
+#: ``history_rev`` goes up by one with every write to its messages or compactions, each message
+#: row keeps the ``rev`` it was last written at, and ``history_reset`` is the last revision that
+#: removed or covered messages (a delete, a clear, a compaction). Rows written before it are at 0.
+HISTORY_REVISIONS = (
+    "ALTER TABLE sessions ADD COLUMN history_rev BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE sessions ADD COLUMN history_reset BIGINT NOT NULL DEFAULT 0",
+    "ALTER TABLE messages ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
+    "CREATE INDEX messages_by_rev ON messages (session_id, rev)",
 )
 
 
@@ -45,11 +56,11 @@ def is_waiting(message: UIMessage) -> bool:
     )
 
 
-def message_row(session_id: str, message: UIMessage, now: float) -> tuple[Any, ...]:
-    """The values of :data:`INSERT_MESSAGE` for ``message``."""
+def message_row(session_id: str, message: UIMessage, now: float, rev: int) -> tuple[Any, ...]:
+    """The values of :data:`INSERT_MESSAGE` for ``message``, written at history revision ``rev``."""
     metadata = dumps(message.metadata) if message.metadata is not None else None
     waiting = 1 if is_waiting(message) else 0
-    return (session_id, message.id, message.role, dumps(message.parts), metadata, waiting, now, now)
+    return (session_id, message.id, message.role, dumps(message.parts), metadata, waiting, rev, now, now)
 
 
 class RowsBase:
@@ -95,6 +106,19 @@ class RowsBase:
         )
 
     @staticmethod
+    def _next_revision(conn: Any, session_id: str, *, reset: bool = False) -> int:
+        """Raise the session's history revision by one and return it (see ``HISTORY_REVISIONS``);
+        ``reset``: this write removes or covers messages, so a history cached before it is read
+        again whole. Called before the rows are written: the session's row lock it takes orders
+        the writers of one session, so a later revision never holds an earlier ``seq``."""
+        also = ", history_reset = history_rev + 1" if reset else ""
+        row = conn.execute(
+            f"UPDATE sessions SET history_rev = history_rev + 1{also} WHERE session_id = ? RETURNING history_rev",
+            (session_id,),
+        ).fetchone()
+        return int(row[0]) if row is not None else 0
+
+    @staticmethod
     def _message(row: Any) -> UIMessage:
         metadata = row["metadata"]
         # Rows were validated on the way in: skip validation on the way out (every turn reads
@@ -112,10 +136,11 @@ class RowsBase:
         ones. Shared by appending and by applying a submission, each in its own transaction."""
         appended: list[UIMessage] = []
         now = time.time()
+        rev = RowsBase._next_revision(conn, session_id) if messages else 0
         for message in messages:
             cursor = conn.execute(
                 INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO NOTHING",
-                message_row(session_id, message, now),
+                message_row(session_id, message, now, rev),
             )
             if cursor.rowcount:
                 appended.append(message)
@@ -125,6 +150,8 @@ class RowsBase:
     def _delete_messages(conn: Any, session_id: str, message_ids: Sequence[str]) -> int:
         """Delete messages by id with the compactions anchored on them; returns how many went."""
         deleted = 0
+        if message_ids:
+            RowsBase._next_revision(conn, session_id, reset=True)
         for message_id in message_ids:
             deleted += conn.execute(
                 "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
@@ -139,10 +166,11 @@ class RowsBase:
     def _upsert_message(self, conn: Any, session_id: str, message: UIMessage, now: float) -> None:
         """Insert at the end, or replace the stored message with this id in place."""
         self._ensure(conn, session_id)
+        rev = self._next_revision(conn, session_id)
         conn.execute(
             INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
             "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "
-            "waiting = excluded.waiting, updated_at = excluded.updated_at",
-            message_row(session_id, message, now),
+            "waiting = excluded.waiting, rev = excluded.rev, updated_at = excluded.updated_at",
+            message_row(session_id, message, now, rev),
         )
 

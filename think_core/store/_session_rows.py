@@ -12,7 +12,7 @@ from ._rows import RowsBase, dumps
 
 #: How many ids one ``IN (...)`` look-up names (well under every backend's limit on parameters).
 _IDS_PER_QUERY = 500
-from .base import Compaction, MessageWindow
+from .base import Compaction, HistoryChanges, HistoryMark, MessageWindow
 from .overlays import apply_overlays, effective_overlays, resolve_anchor
 
 
@@ -157,6 +157,7 @@ class SessionRows(RowsBase):
     def clear_messages(self, session_id: str) -> None:
         """Delete every message and every compaction of the session."""
         with self._write(session_id) as conn:
+            self._next_revision(conn, session_id, reset=True)
             conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             conn.execute("DELETE FROM compactions WHERE session_id = ?", (session_id,))
 
@@ -184,6 +185,7 @@ class SessionRows(RowsBase):
                     raise ValueError(f"unknown message id {mid!r} in session {session_id!r}")
             if positions[from_id] > positions[to_id]:
                 raise ValueError(f"compaction range is reversed: {from_id!r} comes after {to_id!r}")
+            self._next_revision(conn, session_id, reset=True)
             row = conn.execute(
                 "INSERT INTO compactions "
                 "(session_id, from_message_id, to_message_id, summary, created_at) "
@@ -222,6 +224,35 @@ class SessionRows(RowsBase):
             compactions = self._compactions(conn, session_id)
         messages = [self._message(r) for r in rows]
         return apply_overlays(messages, effective_overlays([m.id for m in messages], compactions))
+
+    def history_changes(self, session_id: str, since: HistoryMark | None = None) -> HistoryChanges:
+        """What changed in :meth:`history` since the read that returned ``since`` (see
+        :class:`HistoryChanges`): the messages written after it, by an indexed look-up on the
+        revision they were written at, or the whole history when ``since`` is ``None`` or a
+        delete, a clear or a compaction came after it."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT history_rev, history_reset FROM sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            revision, reset = (int(row[0]), int(row[1])) if row is not None else (0, 0)
+            if since is not None and reset <= since.revision <= revision:
+                rows = conn.execute(
+                    "SELECT seq, message_id, role, parts, metadata FROM messages "
+                    "WHERE session_id = ? AND rev > ? ORDER BY seq",
+                    (session_id, since.revision),
+                ).fetchall()
+                appended = [self._message(r) for r in rows if r["seq"] > since.last_seq]
+                updated = [self._message(r) for r in rows if r["seq"] <= since.last_seq]
+                last_seq = max([since.last_seq, *(r["seq"] for r in rows)])
+                return HistoryChanges(HistoryMark(revision, last_seq), False, appended, updated)
+            rows = conn.execute(
+                "SELECT seq, message_id, role, parts, metadata FROM messages WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            compactions = self._compactions(conn, session_id)
+        messages = [self._message(r) for r in rows]
+        history = apply_overlays(messages, effective_overlays([m.id for m in messages], compactions))
+        return HistoryChanges(HistoryMark(revision, rows[-1]["seq"] if rows else 0), True, history, [])
 
     # ------------------------------------------------------------------ state
 

@@ -11,9 +11,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..messages import PENDING_TOOL_STATES
-from ._rows import RowsBase
+from ._rows import HISTORY_REVISIONS, RowsBase
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -132,6 +132,9 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         f" AND json_extract(part.value, '$.state') IN ({', '.join(map(repr, sorted(PENDING_TOOL_STATES)))}))",
         "CREATE INDEX messages_waiting ON messages (session_id, seq) WHERE waiting = 1",
     ),
+    # Each session's history revision, and the revision each message row was last written at:
+    # what changed since a cached history is read by index (Store.history_changes).
+    7: HISTORY_REVISIONS,
 }
 
 

@@ -19,7 +19,18 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 
 from ..errors import StoreUnavailable
 from ..types import UIMessage
-from .base import JournalEntry, MessageWindow, Store, StreamInfo, Submission, UnfinishedSubmission, is_postgres_url
+from .base import (
+    HistoryChanges,
+    HistoryMark,
+    JournalEntry,
+    MessageWindow,
+    Store,
+    StreamInfo,
+    Submission,
+    UnfinishedSubmission,
+    is_postgres_url,
+)
+from .history_cache import HistoryCache
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
@@ -69,6 +80,8 @@ class AsyncStore:
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
+        #: Recent sessions' histories as model messages, brought up to date by history_changes.
+        self.model_history = HistoryCache(self)
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return await self._on_store_thread(functools.partial(method, *args, **kwargs))
@@ -105,6 +118,9 @@ class AsyncStore:
 
     async def history(self, session_id: str) -> list[UIMessage]:
         return await self._call(self.sync.history, session_id)
+
+    async def history_changes(self, session_id: str, since: HistoryMark | None = None) -> HistoryChanges:
+        return await self._call(self.sync.history_changes, session_id, since)
 
     async def create_submission(
         self,

@@ -31,6 +31,8 @@ __all__ = [
     "COMPACTION_SUMMARY_PREFIX",
     "TERMINAL_SUBMISSION_STATUSES",
     "Compaction",
+    "HistoryChanges",
+    "HistoryMark",
     "JournalEntry",
     "MessageWindow",
     "Store",
@@ -157,6 +159,31 @@ class MessageWindow:
     waiting: list[UIMessage]
 
 
+@dataclass(frozen=True)
+class HistoryMark:
+    """Where a read of a session's :meth:`Store.history` stood: the session's history
+    ``revision`` (one more with every write to its messages or compactions) and the ``seq`` of
+    the last stored message it had seen (0: none)."""
+
+    revision: int
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class HistoryChanges:
+    """What :meth:`Store.history_changes` read, in one snapshot. When ``whole``, ``appended``
+    is the whole :meth:`Store.history` (compactions applied) and ``updated`` is empty.
+    Otherwise only messages were written since the mark: ``appended`` are the messages stored
+    after the last one it had seen, in order; ``updated`` those it had seen that were rewritten
+    in place since (:meth:`Store.upsert_message`) — one a compaction covers is not in the
+    history and stays out of it. ``mark`` is where this read stands (the next call's ``since``)."""
+
+    mark: HistoryMark
+    whole: bool
+    appended: list[UIMessage]
+    updated: list[UIMessage]
+
+
 @runtime_checkable
 class Store(Protocol):
     """What the engine needs from persistence. Every method is synchronous and short."""
@@ -178,6 +205,7 @@ class Store(Protocol):
     # compactions
     def add_compaction(self, session_id: str, from_message_id: str, to_message_id: str, summary: str) -> int: ...
     def history(self, session_id: str) -> list[UIMessage]: ...
+    def history_changes(self, session_id: str, since: HistoryMark | None = None) -> HistoryChanges: ...
 
     # durable submissions: accept, claim, renew, apply, finish, retake
     def create_submission(
