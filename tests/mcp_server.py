@@ -10,11 +10,12 @@ so a test can tell a cached answer from a new call; tests sharing a server use k
 ``isError`` result), ``pid`` and ``sleep`` (to kill the server mid-call), ``header`` (an HTTP
 request header, to see the client's headers arrive), ``charge`` (a payment that honours the
 idempotency key in the request's ``_meta``: a repeated key is answered without a second charge)
-and ``charges_made`` (the charges made).
+``charges_made`` (the charges made) and ``dot`` (a caption and an image).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import sys
@@ -22,6 +23,7 @@ import sys
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import ToolAnnotations
 
 app = MCPServer("think-test", log_level="WARNING")
@@ -107,6 +109,18 @@ def charge(amount: float, ctx: Context) -> str:
 def charges_made() -> dict[str, float]:
     """The charges made, by idempotency key."""
     return dict(charges)
+
+
+#: A 1x1 PNG, for the tool that returns an image.
+DOT_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+@app.tool(annotations=ToolAnnotations(read_only_hint=True), structured_output=False)
+def dot() -> list[object]:
+    """A caption and an image (MCP image content)."""
+    return ["A red dot:", Image(data=DOT_PNG, format="png")]
 
 
 def serve_http(port: int = 0) -> None:

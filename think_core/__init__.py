@@ -21,6 +21,7 @@ from .errors import (
     ThinkError,
     UnknownSubmission,
     UnknownToolCall,
+    UnsupportedContent,
 )
 from .events import (
     Finish,
@@ -34,6 +35,7 @@ from .events import (
     ToolResult,
     Usage,
 )
+from .files import File
 from .hooks.markers import PROJECT, hookimpl, hookspec
 from .hooks.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
 from .messages import user_message
@@ -98,6 +100,8 @@ __all__ = [
     "Submission",
     "Think",
     "ThinkPluginManager",
+    "File",
+    "UnsupportedContent",
     "build_plugin_manager",
     "data_dir",
     "user_message",

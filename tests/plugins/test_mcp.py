@@ -22,11 +22,13 @@ import pytest
 pytest.importorskip("mcp")
 
 from tests.support.agents import make_agent
+from tests.support.provider_files import PNG, PNG_URL
 from think_core import ConfigurationError, PluginError, hookimpl, tool  # noqa: E402
 from think_core.agent import Think  # noqa: E402
 from think_core.cli.config import load_config  # noqa: E402
 from think_core.mcp import MCPServer, MCPServerError, MCPTool, MissingMCPExtra  # noqa: E402
 from think_core.models.base import ToolMessage  # noqa: E402
+from think_core.models.content import FilePart, TextPart  # noqa: E402
 from think_core.models.scripted import ScriptedModel, Step, call  # noqa: E402
 from think_plugins.caching import ToolCache  # noqa: E402
 from think_plugins.readonly import ReadOnlyGuard  # noqa: E402
@@ -443,3 +445,12 @@ def test_the_example_runs() -> None:
     assert out.returncode == 0, out.stderr
     assert "read_note({'title': 'groceries'}) -> {'result': 'eggs, milk, bread'}" in out.stdout
     assert 'delete_note({\'title\': \'groceries\'}) -> Tool "delete_note" was blocked' in out.stdout
+
+
+# -- files -------------------------------------------------------------------------------------------
+async def test_an_image_the_server_returns_reaches_the_model_as_a_file(make_server) -> None:
+    agent = mcp_agent([Step(tool_calls=[call("dot", {})]), "a dot"], make_server())
+    assert (await agent.session("s").chat("draw")).status == "completed"
+    dot = results(agent)["dot"]
+    assert dot.output == [{"type": "text", "text": "A red dot:"}, {"type": "file", "mediaType": "image/png", "url": PNG_URL}]
+    assert dot.parts == [TextPart(text="A red dot:"), FilePart(media_type="image/png", data=PNG)]

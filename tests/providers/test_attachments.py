@@ -8,17 +8,24 @@ naming the type and the provider before any request, and the user message stays 
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from tests.loopback import LoopbackServer, Reply
 from tests.support.agents import make_agent
-from tests.support.gemini import chunk, crlf_stream, gemini_model
-from tests.support.responses import responses_model, text_stream
-from tests.support.wire import an_stream, anthropic_model, oa_text, openai_model
+from tests.support.provider_files import (
+    ANTHROPIC,
+    GEMINI,
+    OPENAI,
+    PDF,
+    PDF_URL,
+    PNG,
+    PNG_URL,
+    PROVIDERS,
+    RESPONSES,
+    Provider,
+)
 from think_core.errors import UnsupportedContent
 from think_core.messages import to_model_messages
 from think_core.models.base import ModelRequest, UserMessage
@@ -26,11 +33,6 @@ from think_core.models.content import FilePart, TextPart, parse_data_url
 from think_core.models.openai import OpenAIChatModel
 from think_core.types import UIMessage
 
-# A 1x1 PNG and a minimal PDF, as a browser's FileReader encodes them.
-PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
-PDF = base64.b64encode(b"%PDF-1.4\n1 0 obj<</Type/Catalog>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n").decode()
-PNG_URL = f"data:image/png;base64,{PNG}"
-PDF_URL = f"data:application/pdf;base64,{PDF}"
 QUESTION = "What do these show?"
 
 
@@ -46,37 +48,6 @@ def png_part(url: str = PNG_URL) -> dict[str, Any]:
 def pdf_part(url: str = PDF_URL) -> dict[str, Any]:
     return {"type": "file", "mediaType": "application/pdf", "filename": "doc.pdf", "url": url}
 
-
-@dataclass(frozen=True)
-class Provider:
-    """One provider's model on the loopback server, its answer on the wire, and where its request
-    keeps the user messages' content."""
-
-    name: str
-    model: Callable[[LoopbackServer], Any]
-    answer: Callable[[str], str]
-    user_contents: Callable[[dict[str, Any]], list[Any]]
-
-
-def _chat_users(body: dict[str, Any]) -> list[Any]:
-    return [m["content"] for m in body["messages"] if m["role"] == "user"]
-
-
-def _responses_users(body: dict[str, Any]) -> list[Any]:
-    return [m["content"] for m in body["input"] if m.get("role") == "user"]
-
-
-def _gemini_users(body: dict[str, Any]) -> list[Any]:
-    return [c["parts"] for c in body["contents"] if c["role"] == "user"]
-
-
-OPENAI = Provider("openai", openai_model, lambda text: oa_text(text), _chat_users)
-RESPONSES = Provider("responses", responses_model, lambda text: text_stream(text), _responses_users)
-ANTHROPIC = Provider("anthropic", anthropic_model,
-                     lambda text: an_stream({"type": "text", "text": text}, stop="end_turn", input_tokens=9,
-                                            output_tokens=3), _chat_users)
-GEMINI = Provider("gemini", gemini_model,
-                  lambda text: crlf_stream(chunk({"text": text}, finish="STOP", usage=(9, 3, 0))), _gemini_users)
 
 #: The exact blocks each provider gets for QUESTION, the PNG and the PDF (data URLs).
 IMAGE_AND_PDF = {
@@ -94,8 +65,6 @@ IMAGE_AND_PDF = {
                {"inlineData": {"mimeType": "image/png", "data": PNG}},
                {"inlineData": {"mimeType": "application/pdf", "data": PDF}}],
 }
-
-PROVIDERS = [OPENAI, RESPONSES, ANTHROPIC, GEMINI]
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..files import File
 from ..tools import AnyTool, ToolAnnotations, ToolContext
 from .errors import MCPToolError
 
@@ -92,17 +93,41 @@ def _parameters(schema: Any) -> dict[str, Any]:
 
 
 def tool_output(result: Any) -> Any:
-    """The output of a ``CallToolResult``: its structured content when there is some, else its
-    text (one string), else its content blocks as JSON. An ``isError`` result raises
-    :class:`MCPToolError` with the server's message."""
+    """The output of a ``CallToolResult``: with ``image`` or ``audio`` content (or an embedded
+    binary resource), its blocks in order as text and :class:`~think_core.files.File` values;
+    else its structured content when there is some, else its text (one string), else its
+    content blocks as JSON. An ``isError`` result raises :class:`MCPToolError` with the
+    server's message."""
     if result.is_error:
         raise MCPToolError(_text(result.content) or "the tool failed without saying why")
+    blocks = list(result.content)
+    if any(_file(block) is not None for block in blocks):
+        # Structured content comes with its JSON as text blocks, kept here beside the files.
+        return [_file(block) or _block_value(block) for block in blocks]
     if result.structured_content is not None:
         return result.structured_content
-    blocks = list(result.content)
     if all(getattr(block, "type", None) == "text" for block in blocks):
         return _text(blocks)
     return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in blocks]
+
+
+def _file(block: Any) -> File | None:
+    """An ``image`` / ``audio`` block, or an embedded resource's blob, as a ``File``."""
+    kind = getattr(block, "type", None)
+    if kind in ("image", "audio"):
+        return File(block.data, block.mime_type)
+    resource = getattr(block, "resource", None) if kind == "resource" else None
+    blob, media_type = getattr(resource, "blob", None), getattr(resource, "mime_type", None)
+    if isinstance(blob, str) and isinstance(media_type, str):
+        name = str(getattr(resource, "uri", "")).rstrip("/").rpartition("/")[2] or None
+        return File(blob, media_type, name)
+    return None
+
+
+def _block_value(block: Any) -> Any:
+    if getattr(block, "type", None) == "text":
+        return block.text
+    return block.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _text(blocks: Any) -> str:

@@ -30,6 +30,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import anthropic_citation_source
@@ -84,7 +85,7 @@ class AnthropicModel(StreamingHTTPModel):
         body: dict[str, Any] = {
             "model": self.model_id,
             "max_tokens": s.max_output_tokens or self.max_tokens,
-            "messages": _messages(request),
+            "messages": _messages(request, self.provider),
             "stream": True,
         }
         if request.system:
@@ -323,7 +324,7 @@ class _OutputTool:
 # -- request helpers -----------------------------------------------------------------------------
 
 
-def _messages(request: ModelRequest) -> list[dict[str, Any]]:
+def _messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
 
     def push(role: str, content: str | list[dict[str, Any]]) -> None:
@@ -338,7 +339,8 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
 
     for message in request.messages:
         if isinstance(message, UserMessage):
-            push("user", message.content)
+            content = message.content
+            push("user", content if isinstance(content, str) else [_content_block(p, provider) for p in content])
         elif isinstance(message, AssistantMessage):
             blocks: list[dict[str, Any]] = _thinking_blocks(message)
             if message.text:
@@ -348,15 +350,40 @@ def _messages(request: ModelRequest) -> list[dict[str, Any]]:
             if blocks:  # the API rejects empty content
                 push("assistant", blocks)
         elif isinstance(message, ToolMessage):
+            tool_parts = message.parts  # a tool's files go inside its result, as image/document blocks
             result: dict[str, Any] = {
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
-                "content": tool_output_text(message),
+                "content": tool_output_text(message) if tool_parts is None else
+                [_content_block(p, provider) for p in tool_parts],
             }
             if message.is_error:
                 result["is_error"] = True
             push("user", [result])
     return out
+
+
+def _content_block(part: TextPart | FilePart, provider: str) -> dict[str, Any]:
+    """A text or file part as a Messages API block: ``image`` and (PDF) ``document`` blocks with a
+    base64 or URL source, ``text/*`` files as text."""
+    file = text_or_file(part, provider)
+    if isinstance(file, str):  # text, or a text/* file's content
+        return {"type": "text", "text": file}
+    kind = file.kind
+    if kind == "image" and file.media_type in IMAGE_TYPES:
+        return {"type": "image", "source": _source(file)}
+    if kind == "pdf":
+        block: dict[str, Any] = {"type": "document", "source": _source(file)}
+        if file.filename:
+            block["title"] = file.filename
+        return block
+    raise unsupported(file, provider)
+
+
+def _source(part: FilePart) -> dict[str, Any]:
+    if part.data is None:
+        return {"type": "url", "url": part.url}
+    return {"type": "base64", "media_type": part.media_type, "data": part.data}
 
 
 def _thinking_blocks(message: AssistantMessage) -> list[dict[str, Any]]:

@@ -158,7 +158,8 @@ def tool_output_parts(output: Any) -> list[TextPart | FilePart] | None:
         part = _item_part(item)
         if part is None:
             return None
-        parts.append(part)
+        if not isinstance(part, TextPart) or part.text:  # an empty text block is refused by some APIs
+            parts.append(part)
     return parts if any(isinstance(p, FilePart) for p in parts) else None
 
 

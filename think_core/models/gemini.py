@@ -35,6 +35,7 @@ from ..errors import ProviderError
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._wire import decode_json, stop_reason_mapper, tool_output_text
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .content import FilePart, TextPart, text_or_file, unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import gemini_grounding_sources, gemini_inline_file
 from .sse import SSEEvent
@@ -92,7 +93,7 @@ class GeminiModel(StreamingHTTPModel):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and plugins can inspect it)."""
-        body: dict[str, Any] = {"contents": _contents(request, self._requires_signatures)}
+        body: dict[str, Any] = {"contents": _contents(request, self._requires_signatures, self.provider)}
         if request.system:
             body["systemInstruction"] = {"parts": [{"text": request.system}]}
         if request.tools:
@@ -213,37 +214,83 @@ def _usage(raw: dict[str, Any]) -> Usage:
 # -- request helpers -----------------------------------------------------------------------------
 
 
-def _contents(request: ModelRequest, sign_calls: bool) -> list[dict[str, Any]]:
+def _contents(request: ModelRequest, gemini_3: bool, provider: str) -> list[dict[str, Any]]:
+    """``gemini_3``: a Gemini 3 model (or later), which wants its calls signed and takes a tool's
+    files inside the function response."""
     out: list[dict[str, Any]] = []
+    results: dict[str, Any] | None = None  # the content holding the latest step's results
     for message in request.messages:
+        if isinstance(message, ToolMessage):
+            if results is None:
+                results = {"role": "user", "parts": []}
+                out.append(results)
+            response, files = _function_response(message, gemini_3, provider)
+            # The results of parallel calls: one content, their responses first, any files after.
+            responses = sum("functionResponse" in part for part in results["parts"])
+            results["parts"].insert(responses, response)
+            results["parts"] += files
+            continue
+        results = None
         if isinstance(message, UserMessage):
-            out.append({"role": "user", "parts": [{"text": message.content}]})
+            content = message.content
+            user = [{"text": content}] if isinstance(content, str) else [_part(p, provider) for p in content]
+            out.append({"role": "user", "parts": user})
         elif isinstance(message, AssistantMessage):
-            parts: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
-            for n, call in enumerate(message.tool_calls):
-                part: dict[str, Any] = {"functionCall": {"id": call.id, "name": call.name, "args": call.input}}
-                signature = ((call.provider_metadata or {}).get("google") or {}).get("thoughtSignature")
-                if signature:
-                    part["thoughtSignature"] = signature  # as Gemini gave it: its reasoning continues
-                elif sign_calls and n == 0:  # only the first of parallel calls is signed
-                    part["thoughtSignature"] = _SKIP_SIGNATURE
-                parts.append(part)
+            parts = _model_parts(message, gemini_3)
             if parts:  # the API rejects a content without parts
                 out.append({"role": "model", "parts": parts})
-        elif isinstance(message, ToolMessage):
-            response = _function_response(message)
-            previous = out[-1] if out else None
-            if previous and previous["role"] == "user" and "functionResponse" in previous["parts"][-1]:
-                previous["parts"].append(response)  # the results of parallel calls: one content
-            else:
-                out.append({"role": "user", "parts": [response]})
     return out
 
 
-def _function_response(message: ToolMessage) -> dict[str, Any]:
+def _model_parts(message: AssistantMessage, sign_calls: bool) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
+    for n, call in enumerate(message.tool_calls):
+        part: dict[str, Any] = {"functionCall": {"id": call.id, "name": call.name, "args": call.input}}
+        signature = ((call.provider_metadata or {}).get("google") or {}).get("thoughtSignature")
+        if signature:
+            part["thoughtSignature"] = signature  # as Gemini gave it: its reasoning continues
+        elif sign_calls and n == 0:  # only the first of parallel calls is signed
+            part["thoughtSignature"] = _SKIP_SIGNATURE
+        parts.append(part)
+    return parts
+
+
+#: What Gemini reads besides text (``text/*`` files go as text): its image types, PDFs, audio, video.
+_GEMINI_IMAGES = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+
+
+def _part(part: TextPart | FilePart, provider: str) -> dict[str, Any]:
+    """A text or file part as a Gemini part: ``inlineData`` for bytes, ``fileData`` for a URL."""
+    file = text_or_file(part, provider)
+    if isinstance(file, str):  # text, or a text/* file's content
+        return {"text": file}
+    kind = file.kind
+    if (kind == "image" and file.media_type.lower() not in _GEMINI_IMAGES) or kind == "other":
+        raise unsupported(file, provider)
+    if file.data is None:
+        return {"fileData": {"mimeType": file.media_type, "fileUri": file.url}}
+    return {"inlineData": {"mimeType": file.media_type, "data": file.data}}
+
+
+def _function_response(
+    message: ToolMessage, gemini_3: bool, provider: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A tool result as a ``functionResponse`` part, and the parts of the files it returned that
+    go beside it (a model before Gemini 3 takes files only as parts of the content)."""
     key = "error" if message.is_error else "output"
-    output = message.output if isinstance(message.output, (dict, list)) else tool_output_text(message)
-    return {"functionResponse": {"id": message.tool_call_id, "name": message.tool_name, "response": {key: output}}}
+    tool_parts = message.parts
+    files: list[dict[str, Any]] = []
+    if tool_parts is None:
+        output = message.output if isinstance(message.output, (dict, list)) else tool_output_text(message)
+    else:
+        mapped = [_part(p, provider) for p in tool_parts]
+        output = "\n".join(p["text"] for p in mapped if "text" in p)
+        files = [p for p in mapped if "text" not in p]
+    response: dict[str, Any] = {"id": message.tool_call_id, "name": message.tool_name, "response": {key: output}}
+    if files and gemini_3:
+        response["parts"] = files
+        files = []
+    return {"functionResponse": response}, files
 
 
 def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -301,7 +301,11 @@ def _messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
+    files: list[dict[str, Any]] = []  # the latest results' files: a user message after the results
     for message in request.messages:
+        if files and not isinstance(message, ToolMessage):
+            messages.append({"role": "user", "content": files})
+            files = []
         if isinstance(message, UserMessage):
             content = message.content
             messages.append({"role": "user", "content": content if isinstance(content, str) else
@@ -322,8 +326,32 @@ def _messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
             messages.append(entry)
         elif isinstance(message, ToolMessage):
             # Chat Completions has no error flag on tool results: the output text says it.
-            messages.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": tool_output_text(message)})
+            messages.append({"role": "tool", "tool_call_id": message.tool_call_id,
+                             "content": _tool_content(message, provider, files)})
+    if files:
+        messages.append({"role": "user", "content": files})
     return messages
+
+
+def _tool_content(message: ToolMessage, provider: str, files: list[dict[str, Any]]) -> str:
+    """A tool message's text. A tool message takes only text, so the files a tool returned go
+    to ``files``, for a user message after the step's results, and the text says so."""
+    tool_parts = message.parts
+    if tool_parts is None:
+        return tool_output_text(message)
+    text: list[str] = []
+    attached: list[dict[str, Any]] = []
+    for n, part in enumerate(tool_parts):
+        block = _content_block(part, provider, n)
+        if block["type"] == "text":
+            text.append(block["text"])
+        else:
+            attached.append(block)
+    if attached:
+        files.append({"type": "text", "text": f"The files tool call {message.tool_call_id} ({message.tool_name}) returned:"})
+        files += attached
+        text.append(f"[{len(attached)} file(s), in the next user message]")
+    return "\n".join(text)
 
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}

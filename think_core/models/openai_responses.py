@@ -28,6 +28,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import responses_annotation_source, responses_image_file
@@ -73,7 +74,7 @@ class OpenAIResponsesModel(StreamingHTTPModel):
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
         """The JSON body for ``request`` (public so tests and plugins can inspect it)."""
-        body: dict[str, Any] = {"model": self.model_id, "input": _input(request), "stream": True, "store": self.store}
+        body: dict[str, Any] = {"model": self.model_id, "input": _input(request, self.provider), "stream": True, "store": self.store}
         if request.system:
             body["instructions"] = request.system
         if request.tools:
@@ -261,11 +262,13 @@ def _usage(raw: dict[str, Any]) -> Usage:
 # -- request helpers -----------------------------------------------------------------------------
 
 
-def _input(request: ModelRequest) -> list[dict[str, Any]]:
+def _input(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for message in request.messages:
         if isinstance(message, UserMessage):
-            items.append({"role": "user", "content": message.content})
+            content = message.content
+            items.append({"role": "user", "content": content if isinstance(content, str) else
+                          [_input_part(part, provider, n) for n, part in enumerate(content)]})
         elif isinstance(message, AssistantMessage):
             if message.text:
                 items.append({"role": "assistant", "content": message.text})
@@ -274,9 +277,27 @@ def _input(request: ModelRequest) -> list[dict[str, Any]]:
                 items.append({"type": "function_call", "call_id": call.id, "name": call.name, "arguments": arguments})
         elif isinstance(message, ToolMessage):
             # Like Chat Completions, no error flag on a result: the output text says it.
-            items.append({"type": "function_call_output", "call_id": message.tool_call_id,
-                          "output": tool_output_text(message)})
+            tool_parts = message.parts  # a tool's files: the output as a list of input items
+            output = tool_output_text(message) if tool_parts is None else [
+                _input_part(p, provider, n) for n, p in enumerate(tool_parts)]
+            items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": output})
     return items
+
+
+def _input_part(part: TextPart | FilePart, provider: str, index: int) -> dict[str, Any]:
+    """A text or file part as a Responses input item: ``input_image`` and (PDF) ``input_file``
+    by data URL or URL, ``text/*`` files as text."""
+    file = text_or_file(part, provider)
+    if isinstance(file, str):  # text, or a text/* file's content
+        return {"type": "input_text", "text": file}
+    kind = file.kind
+    if kind == "image" and file.media_type in IMAGE_TYPES:
+        return {"type": "input_image", "image_url": file.data_url}
+    if kind == "pdf" and file.data is None:
+        return {"type": "input_file", "file_url": file.url}
+    if kind == "pdf":
+        return {"type": "input_file", "filename": file.filename or f"part{index}.pdf", "file_data": file.data_url}
+    raise unsupported(file, provider)
 
 
 def _tool(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from pydantic_core import to_jsonable_python
 
 from ..errors import HookTimeout, PluginError
 from ..events import ToolResult, Usage
+from ..files import tool_output_with_files
 from ..models.base import ModelMessage, ToolCallRequest
 from ..tools import AnyTool, ToolContext, ToolInputError
 from ..types import (
@@ -426,11 +427,15 @@ def _describe(exc: BaseException) -> str:
 
 def _jsonable(value: Any) -> Any:
     """Tool outputs are persisted and streamed as strict JSON: pydantic models and other objects
-    are converted, and NaN/Infinity (which ``JSON.parse`` rejects) become ``null``."""
+    are converted, and NaN/Infinity (which ``JSON.parse`` rejects) become ``null``; a ``File``
+    becomes a ``file`` item (a data URL) beside the text."""
     if value is None or isinstance(value, (str, int, bool)):
         return value
     if isinstance(value, float):
         return value if math.isfinite(value) else None
+    with_files = tool_output_with_files(value)
+    if with_files is not None:
+        return with_files
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     try:
