@@ -20,7 +20,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class LiveStream:
                 waiter.set_result(None)
 
     # -- a follower's side ----------------------------------------------------------------------
-    async def follow(self, start: int = 0) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+    async def follow(self, start: int = 0) -> AsyncGenerator[tuple[int, dict[str, Any]], None]:
         """``(seq, chunk)`` from ``start`` on, live, until the stream has ended."""
         seq = start
         while True:
@@ -193,7 +193,7 @@ class SessionStreams:
         self, stream_id: str, *, continuation: bool, message_ids: list[str] | None, replayed: list[dict[str, Any]] | None = None
     ) -> LiveStream:
         """Start recording ``stream_id``. A durable turn passes ``replayed``, the chunks of what
-        its journal restores (just ``start`` on its first run): after a crash its stream is
+        its journal restores (none on its first run): after a crash its stream is
         written again from them, so it shows the whole answer whatever the crash cut off."""
         info = await self._db.open_stream(self.session_id, stream_id, continuation=continuation, message_ids=message_ids)
         chunks: list[dict[str, Any]] = []

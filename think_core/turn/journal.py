@@ -174,7 +174,12 @@ class TurnJournal:
     def stream_start(self, message: MessageSnapshot) -> list[dict[str, Any]] | None:
         # After a crash the stream is written again from what was restored (not its `finish`):
         # a page that follows it sees the whole answer, whatever the crash cut off.
-        return replay_chunks(message())[:-1]
+        chunks = replay_chunks(message())[:-1]
+        # Nothing restored (a first run): not even `start`. The turn's own comes once the answer
+        # shows something (the builder holds it back), so a turn that fails before any output
+        # streams its error alone here too, and a page resuming it is announced no message that
+        # is never stored (issue 33). The empty list still clears what an earlier run wrote.
+        return chunks if len(chunks) > 1 else []
 
     async def _write(self, kind: str, key: str, data: dict[str, Any]) -> None:
         if not await self.db.journal_submission(self.session_id, self.submission_id, kind, key, data):
