@@ -1,6 +1,7 @@
 """Chat with an agent in the terminal: streamed replies, tool calls, approvals.
 
-Commands: /history (show the conversation, step by step), /reset (clear it), /help, /quit.
+Commands: /history (show the conversation, step by step), /reset (clear it), /attach PATH (a
+file for the next message: an image, a PDF, ...), /help, /quit.
 Ctrl-C while a reply streams stops it (the partial reply is kept); at the prompt, Ctrl-C
 twice or Ctrl-D quits.
 
@@ -16,17 +17,18 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, InvalidAttachment
 from ..hooks.markers import hookimpl
 from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
 from ..types import ToolCallResultContext, ToolPartState
+from .attach import file_part, message_with_files
 from .common import add_agent_arguments, endpoint_note, quiet_turn_failures
 from .history import outcome_lines
 from .serve import add_plugin_arguments, agent_from_args
 from .terminal import Interrupted, Terminal
 
-HELP = "commands: /history  /reset  /help  /quit   (Ctrl-C stops a streaming reply; Ctrl-C twice or Ctrl-D quits)"
+HELP = "commands: /history  /reset  /attach PATH  /help  /quit   (Ctrl-C stops a streaming reply; Ctrl-C twice or Ctrl-D quits)"
 MAX_SHOWN = 400  # characters of a tool input/output shown inline
 
 
@@ -173,6 +175,10 @@ class DecisionLog:
         return self._seen.get(call_id, ("allow", None))
 
 
+def _file_label(part: dict[str, Any]) -> str:
+    return f"{part.get('filename') or 'a file'} ({part.get('mediaType')})"
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -196,6 +202,8 @@ class ChatREPL:
         self.read_line = read_line
         self.decisions = decisions
         self.endpoint = endpoint
+        #: The files ``/attach`` read, sent with the next message.
+        self.attached: list[dict[str, Any]] = []
 
     async def run(self) -> int:
         self.console.print(f"[bold]think chat[/] — session [b]{_escape(self.session.id)}[/]. {HELP}", highlight=False)
@@ -233,11 +241,32 @@ class ChatREPL:
             self.console.print("[dim]history cleared[/]")
         elif name == "/history":
             await self.show_history()
+        elif name == "/attach":
+            self.attach(text[len(name):].strip())
         elif name == "/help":
             self.console.print(HELP, highlight=False)
         else:
             self.console.print(f"[red]unknown command {_escape(name)}[/] — {HELP}", highlight=False)
         return True
+
+    def attach(self, path: str) -> None:
+        if not path:
+            names = ", ".join(f["filename"] for f in self.attached) or "none"
+            self.console.print(f"usage: /attach PATH  (attached for the next message: {_escape(names)})", highlight=False)
+            return
+        try:
+            part = file_part(path)
+        except OSError as exc:
+            self.console.print(f"[red]cannot attach {_escape(path)}:[/] {_escape(exc.strerror or str(exc))}", highlight=False)
+            return
+        self.attached.append(part)
+        encoded = part["url"].partition(",")[2]
+        size = len(encoded) * 3 // 4 - encoded[-2:].count("=")
+        self.console.print(
+            f"[dim]attached {_escape(part['filename'])} ({part['mediaType']}, {size:,} bytes): "
+            "sent with your next message[/]",
+            highlight=False,
+        )
 
     async def show_history(self) -> None:
         messages = await self.session.messages()
@@ -246,6 +275,9 @@ class ChatREPL:
         for message in messages:
             if message.role != "assistant":
                 self.console.print(f"[bold blue]{message.role}[/]: {_escape(message.text)}", highlight=False)
+                for part in message.parts:
+                    if part.get("type") == "file":
+                        self.console.print(f"  [dim]attached {_escape(_file_label(part))}[/]", highlight=False)
             else:
                 self.console.print("[bold green]assistant[/]:", highlight=False)
                 for number, step in enumerate(split_steps(message.parts), start=1):
@@ -271,8 +303,18 @@ class ChatREPL:
 
     async def turn(self, text: str) -> None:
         printer = ChunkPrinter(self.console, self.decisions, self.endpoint)
+        message: str | dict[str, Any] = message_with_files(text, self.attached) if self.attached else text
+        self.attached = []
+        try:
+            chunks = self.session.stream(message)
+            first = await anext(chunks, None)  # a refused file is refused here, before anything is stored
+        except InvalidAttachment as exc:
+            self.console.print(f"[red]not sent:[/] {_escape(str(exc))}", highlight=False)
+            return
         self.console.print("[bold green]agent>[/] ", end="")
-        async for chunk in self.session.stream(text):
+        if first is not None:
+            printer.feed(first)
+        async for chunk in chunks:
             printer.feed(chunk)
         while printer.approvals:
             pending, printer.approvals = printer.approvals, []

@@ -1,0 +1,35 @@
+"""``think chat``'s ``/attach PATH``: a file from disk as the AI SDK ``file`` part a chat page
+would send (a base64 ``data:`` URL), carried by the next message.
+
+The media type is guessed from the file's name, else from its first bytes (PNG, JPEG, GIF,
+WebP, PDF), else ``application/octet-stream``. The file is only read here; the session checks it
+against the agent's attachment limits when the message is sent, as for any other entry path.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+from ..chat.attachments import sniff_media_type
+
+__all__ = ["file_part", "message_with_files"]
+
+
+def file_part(path: str) -> dict[str, Any]:
+    """The ``file`` part of the file at ``path`` (``~`` expanded). Raises ``OSError`` when it
+    cannot be read."""
+    file = Path(path).expanduser()
+    data = file.read_bytes()
+    guessed, _ = mimetypes.guess_type(file.name)
+    media_type = guessed or sniff_media_type(data) or "application/octet-stream"
+    url = f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
+    return {"type": "file", "mediaType": media_type, "filename": file.name, "url": url}
+
+
+def message_with_files(text: str, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """A user message of ``text`` and ``files``, in the order ``useChat``'s
+    ``sendMessage({ text, files })`` puts them (the files first)."""
+    return {"role": "user", "parts": [*files, {"type": "text", "text": text}]}
