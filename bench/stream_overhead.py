@@ -11,6 +11,9 @@ Three clients read the same bytes:
               the assistant message builder, persisted to a SQLite file
   c  think+4  as b, with the four bundled entry-point plugins loaded (analytics writing to a
               temp SQLite file) and a recording on_chunk plugin (appends chunk.type)
+  d  redact   as b, with the bundled ``redact`` plugin rewriting the stream (a phone-number
+              pattern: the text has none, so every token is searched and let through) — the
+              cost of a stream transform per token
 
 Each variant runs several times, interleaved (fresh session each run); the table shows min and
 median wall time, median CPU time of this (client) process, µs per chunk, the ratios b/a and
@@ -216,7 +219,9 @@ class ChunkRecorder:
 class ThinkVariant:
     """One agent reused across runs; each run is a new session (so history stays empty)."""
 
-    def __init__(self, client: httpx.AsyncClient, base: str, shape: str, n: int, tmp: str, plugins: bool) -> None:
+    def __init__(
+        self, client: httpx.AsyncClient, base: str, shape: str, n: int, tmp: str, plugins: bool, redact: bool = False
+    ) -> None:
         from think_core import Think
         from think_core.models.anthropic import AnthropicModel
         from think_core.models.openai import OpenAIChatModel
@@ -229,15 +234,20 @@ class ThinkVariant:
             model = OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=client)
         else:
             model = AnthropicModel("bench", base_url=f"{base}/anthropic/{n}", api_key="x", client=client)
-        tag = f"{shape}-{'plugins' if plugins else 'bare'}"
+        tag = f"{shape}-{'plugins' if plugins else 'redact' if redact else 'bare'}"
+        extra: list[Any] = [self.recorder] if self.recorder else []
+        if redact:
+            from think_plugins.redact import Redact
+
+            extra.append(Redact({"patterns": [r"\d{3}-\d{4}"]}))
         self.agent = Think(
             model,
             store=os.path.join(tmp, f"think-{tag}-{n}.db"),
             load_entrypoints=plugins,
             # The four plugins the figures have always been measured with; otel adds no
             # per-chunk work (it has no on_chunk) and stays out so runs stay comparable.
-            disable=["otel"],
-            plugins=[self.recorder] if self.recorder else [],
+            disable=["otel", "redact", "fallback", "budget"],
+            plugins=extra,
             settings={"analytics": {"path": os.path.join(tmp, f"analytics-{shape}-{n}.db")}},
         )
         if plugins:
@@ -299,10 +309,12 @@ async def measure_one(
     reps = repeat if n <= 10_000 else min(repeat, 7)
     bare = ThinkVariant(client, base, shape, n, tmp, plugins=False)
     full = ThinkVariant(client, base, shape, n, tmp, plugins=True)
+    redacting = ThinkVariant(client, base, shape, n, tmp, plugins=False, redact=True)
     variants: dict[str, Callable[[], Awaitable[str]]] = {
         "a floor": lambda: floor_turn(client, base, shape, n),
         "b think": bare,
         "c think+4 plugins+on_chunk": full,
+        "d think+redact": redacting,
     }
     for fn in variants.values():  # warm-up: connection, imports, caches, SQLite pages
         await fn()
@@ -315,6 +327,7 @@ async def measure_one(
     peaks = {name: (await peak_alloc(fn) if traced else "-") for name, fn in variants.items()}
     await bare.aclose()
     await full.aclose()
+    await redacting.aclose()
     floor = [w for w, _ in runs["a floor"]]
     rows: list[list[object]] = []
     for name, pairs in runs.items():

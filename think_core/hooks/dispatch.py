@@ -223,7 +223,15 @@ class HookDispatcher:
         """:meth:`_run`, also naming the plugin whose result was accepted (``None`` for none)."""
         for impl in self._impls(hook):
             try:
-                result = await self._call(impl, hook, kwargs)
+                # :meth:`_call`, inlined: one coroutine frame less per implementation is ~25 %
+                # of a sync hook's dispatch (bench/hook_dispatch.py).
+                started = time.perf_counter()
+                result = impl.function(*[kwargs[name] for name in impl.argnames])
+                blocked = time.perf_counter() - started
+                if blocked > SLOW_SYNC_HOOK:
+                    self._blocked(impl, hook, blocked, result)
+                if result is not None and inspect.isawaitable(result):
+                    result = await (result if impl.limit is None else _within(result, impl, hook))
             except HookTimeout as exc:
                 if not policy.isolate:
                     raise
