@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import collections
 import gc
 import os
 import tempfile
@@ -46,6 +45,7 @@ import time
 from typing import Any
 
 from _common import machine, median, table
+from _counting import CountingStore
 
 from think_core import ScriptedModel, Step, Think, Usage, hookimpl
 from think_core.chat.transcript import ClientTranscript
@@ -54,35 +54,6 @@ from think_core.store.aio import open_store
 from think_core.types import UIMessage
 
 SESSION = "long-chat"
-
-
-class CountingStore:
-    """A ``Store`` that counts the calls of each method (and when they returned) while
-    ``recording``; everything else is the wrapped store's."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-        self.recording = False
-        self.calls: collections.Counter[str] = collections.Counter()
-        self.returned: dict[str, float] = {}
-        self.spent: collections.Counter[str] = collections.Counter()  # seconds, by method
-
-    def __getattr__(self, name: str) -> Any:
-        value = getattr(self._store, name)
-        if not callable(value) or name.startswith("_"):
-            return value
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return value(*args, **kwargs)
-            finally:
-                if self.recording:
-                    self.calls[name] += 1
-                    self.returned[name] = time.perf_counter()
-                    self.spent[name] += self.returned[name] - start
-
-        return counted
 
 
 class StepClock:
@@ -133,9 +104,7 @@ async def one_request(
 ) -> dict[str, Any]:
     session = agent.session(SESSION)
     clock.first_step = None
-    counting.calls.clear()
-    counting.returned.clear()
-    counting.spent.clear()
+    counting.clear()
     gc.collect()
     counting.recording = True
     start = time.perf_counter()
@@ -145,17 +114,13 @@ async def one_request(
     end = time.perf_counter()
     counting.recording = False
     accepted = counting.returned.get("create_submission")
-    calls = dict(counting.calls)
-    # The orphan watch's sweep (every 0.5 s, whatever the requests do) is not the request's:
-    # one unfinished_submissions and one submission_owner each time.
-    sweeps = calls.pop("unfinished_submissions", 0)
-    calls["submission_owner"] = calls.get("submission_owner", 0) - sweeps
+    calls, _ = counting.request_calls()  # without the orphan watch's sweeps
     return {
         "accept": (accepted - start) * 1000 if accepted is not None else float("nan"),
         "model": ((clock.first_step or end) - start) * 1000,
         "whole": (end - start) * 1000,
         "input": sum(counting.spent[k] for k in ("history", "history_changes", "to_model_messages")) * 1000,
-        "calls": {k: v for k, v in calls.items() if v},
+        "calls": calls,
     }
 
 

@@ -11,12 +11,20 @@ Turns per second = chats answered / wall time from the first request to the last
         [--sessions 32] [--messages 10] [--servers 1,2,4]
 
 Without ``--pg`` (or ``$THINK_TEST_POSTGRES_URL``) only SQLite is measured.
+
+First it counts what one such chat costs the store, on each database: the app served in this
+process on a store wrapped in a counting proxy (``bench/_counting.py``), one chat after a
+first chat of its session (which also opens the session), until its submission is drained. *Store calls* are the ``Store`` methods the chat
+called (the orphan watch's sweep left out), *transactions* those of them that reach the database
+(``submission_owner`` and ``session_lock`` do not), and on PostgreSQL *statements* every statement
+sent to the server (``BEGIN`` … ``COMMIT`` each a round trip, a session lock's included).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -36,6 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench._common import machine, table  # noqa: E402
+from bench._counting import CountingStore, count_pg_statements  # noqa: E402
 from bench.stream_overhead import ServerProcess, serve  # noqa: E402
 from think_core.server.testing import wait_until_healthy  # noqa: E402
 
@@ -113,6 +122,59 @@ class Servers:
                 proc.stdout.close()
 
 
+async def one_chat(client: httpx.AsyncClient, session: str, k: int = 0) -> None:
+    """Message ``k`` of ``session`` (the client sends only the new message)."""
+    body = {"id": session, "messages": [{"id": f"{session}-{k}", "role": "user", "parts": [{"type": "text", "text": f"m{k}"}]}],
+            "trigger": "submit-message"}
+    async with client.stream("POST", "/api/chat", json=body) as response:
+        response.raise_for_status()
+        async for _ in response.aiter_bytes():
+            pass
+
+
+#: Store methods that do not reach the database.
+LOCAL_METHODS = {"submission_owner", "session_lock"}
+
+
+async def count_round_trips(store: Any, model_url: str, pg: bool) -> dict[str, Any]:
+    """What one durable chat (a tool call, then the answer) costs the store."""
+    from bench._tools import TOOLS
+    from think_core import Think
+    from think_core.server import create_app
+    from think_core.server.testing import running_server
+
+    counting = CountingStore(store)
+    agent = Think(f"openai-compatible:m@{model_url}/v1", store=counting, tools=TOOLS, load_entrypoints=False)
+    with count_pg_statements(counting) if pg else contextlib.nullcontext():
+        async with agent, running_server(create_app(agent, timeline=False)) as base, httpx.AsyncClient(base_url=base) as http:
+            session = f"counted-{uuid.uuid4().hex[:6]}"
+            await one_chat(http, session, 0)  # the first chat also opens the session
+            await agent.session(session).submissions_drained()
+            counting.clear()
+            counting.recording = True
+            await one_chat(http, session, 1)
+            await agent.session(session).submissions_drained()
+            counting.recording = False
+    calls, statements = counting.request_calls()
+    return {
+        "calls": calls, "statements": statements,
+        "transactions": sum(n for method, n in calls.items() if method not in LOCAL_METHODS),
+    }
+
+
+def round_trip_rows(db: str, label: str, model_url: str, pg: bool) -> list[list[object]]:
+    from think_core.store.aio import open_store
+
+    store = open_store(db)
+    try:
+        counted = asyncio.run(count_round_trips(store, model_url, pg))
+    finally:
+        store.close()
+    by_method = ", ".join(f"{m} {n}" for m, n in sorted(counted["calls"].items()))
+    return [[label, sum(counted["calls"].values()), counted["transactions"],
+             sum(counted["statements"].values()) if pg else "–", by_method]]
+
+
 async def drive(bases: list[str], sessions: int, messages: int) -> float:
     """Turns per second: every session sends its chats one after the other."""
     clients = [httpx.AsyncClient(base_url=b, timeout=120) for b in bases]
@@ -169,6 +231,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--messages", type=int, default=10)
     parser.add_argument("--servers", default="1,2,4", help="server counts on PostgreSQL")
+    parser.add_argument("--count-only", action="store_true", help="only count one chat's store round trips")
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(model_route))
@@ -176,6 +239,17 @@ def main() -> None:
     print(machine())
     rows: list[list[object]] = []
     with ServerProcess(__file__) as model_url, tempfile.TemporaryDirectory() as tmp:
+        trips = round_trip_rows(str(Path(tmp) / "count.db"), "SQLite", model_url, False)
+        if args.pg:
+            db, drop = fresh_pg_database(args.pg)
+            try:
+                trips += round_trip_rows(db, "PostgreSQL", model_url, True)
+            finally:
+                drop()
+        print("One durable chat, the second of its session (accept, claim, a tool-call step, the answer step, completion):")
+        print(table(["store", "store calls", "transactions", "PostgreSQL statements", "by method"], trips))
+        if args.count_only:
+            return
         rows.append(measure("SQLite", str(Path(tmp) / "bench.db"), model_url, 1, args))
         if args.pg:
             for count in (int(c) for c in args.servers.split(",")):

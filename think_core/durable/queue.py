@@ -183,6 +183,10 @@ class SubmissionQueue:
             claimed = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
             if claimed is not None:
                 await self._run(claimed, recovering=False)
+                # Usually nothing else is unfinished: one read says so, instead of a sweep for
+                # orphans and a claim that both find nothing (two round trips per turn).
+                if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
+                    return False
                 continue
             if recovered:
                 continue

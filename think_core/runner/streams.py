@@ -196,15 +196,14 @@ class SessionStreams:
         its journal restores (none on its first run): after a crash its stream is
         written again from them, so it shows the whole answer whatever the crash cut off."""
         info = await self._db.open_stream(self.session_id, stream_id, continuation=continuation, message_ids=message_ids)
-        chunks: list[dict[str, Any]] = []
-        if replayed is not None:
-            if info.length:
-                await self._db.truncate_stream(self.session_id, stream_id, 0)
-            chunks = list(replayed)
-            await self._db.append_stream_chunks(self.session_id, stream_id, 0, [dumps_chunk(c) for c in chunks])
+        if replayed is not None and info.length:
+            await self._db.truncate_stream(self.session_id, stream_id, 0)
         live = LiveStream(
-            self.session_id, stream_id, self._db, continuation=info.continuation, message_ids=info.message_ids, chunks=chunks
+            self.session_id, stream_id, self._db, continuation=info.continuation, message_ids=info.message_ids
         )
+        # Written with the turn's first batch (a round trip less per turn), as any chunk is.
+        for chunk in replayed or ():
+            live.append(chunk)
         self.current = live
         return live
 
