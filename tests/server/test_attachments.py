@@ -1,4 +1,6 @@
-"""The files a user sends through the server: over the agent's ``AttachmentLimits`` a 413 (HTTP)
+"""The files a user sends through the server: an AI SDK ``file`` part reaches the model's request
+(HTTP and WebSocket, again from the history in a later turn) and ``GET /api/sessions/{id}/messages``
+returns it as sent. Over the agent's ``AttachmentLimits`` a 413 (HTTP)
 or an error frame (WebSocket, the connection usable after it); a malformed data URL or bytes
 that are not their ``mediaType`` a 400 / an error frame; nothing stored either way. A 64 MiB
 attachment gets its 413 before the server has read it."""
@@ -15,11 +17,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.loopback import LoopbackServer, RecordedRequest, Reply
 from tests.support import agents
-from tests.support.files import DOT_PNG, JPEG_START, file_part, png_of_size, user_with_files
+from tests.support.files import DOT_PNG, JPEG_START, data_url, file_part, png_of_size, user_with_files
 from tests.support.http_chat import api, post_chat, transport_body
 from tests.support.serve import think_serve
 from tests.support.web import chat_request, ui_text, user
+from tests.support.wire import oa_text, openai_model
 from tests.support.ws import client, serve
 from think_core import AttachmentLimits
 from think_core.models.scripted import ScriptedModel, Step
@@ -86,21 +90,36 @@ async def test_websocket_refuses_a_file_with_an_error_frame_and_stays_usable(cas
     assert [m.id for m in await agent.session("s1").messages()] == ["u2", chunks[0]["messageId"]]
 
 
-async def test_a_file_within_the_limits_is_stored_and_served_back() -> None:
-    model = ScriptedModel([Step(text="A dot."), Step(text="Another dot.")])
-    agent = make_agent(model)
-    sent_http = user_with_files("what is this?", "u1", file_part(DOT_PNG))
-    sent_ws = user_with_files("and this?", "u3", file_part(DOT_PNG, filename="again.png"))
+def _files_seen(request: RecordedRequest) -> Reply:
+    """The loopback model's answer: what the user's last message held, as it received it."""
+    content = request.json["messages"][-1]["content"]
+    kinds = [block["type"] for block in content] if isinstance(content, list) else ["text"]
+    return Reply.sse(oa_text(f"I received {', '.join(kinds)}."))
+
+
+async def test_a_file_part_reaches_the_model_and_comes_back_from_the_history(loopback: LoopbackServer) -> None:
+    loopback.handler = _files_seen
+    agent = make_agent(openai_model(loopback))
+    first = user_with_files("what is this?", "u1", file_part(DOT_PNG))
+    pdf = b"%PDF-1.4 one page"
+    second = user_with_files("and this?", "u3", file_part(pdf, "application/pdf", "page.pdf"))
     async with api(agent) as http:
-        _, chunks = await post_chat(http, transport_body("s1", [sent_http]))
+        _, chunks = await post_chat(http, transport_body("s1", [first]))
         async with serve(agent) as base, client(base) as c:
             history = (await c.recv())["messages"]
-            await c.send(chat_request("r2", [*history, sent_ws]))
-            await c.stream("r2")
+            await c.send(chat_request("r2", [*history, second]))
+            later, _ = await c.stream("r2")
         stored = (await http.get("/api/sessions/s1/messages")).json()["messages"]
-    assert ui_text(chunks) == "A dot."
-    users = [m for m in stored if m["role"] == "user"]
-    assert [(m["id"], m["parts"]) for m in users] == [("u1", sent_http["parts"]), ("u3", sent_ws["parts"])]
+    assert ui_text(chunks) == "I received image_url, text." and ui_text(later) == "I received file, text."
+    image = {"type": "image_url", "image_url": {"url": data_url(DOT_PNG, "image/png")}}
+    first_request, second_request = (r.json["messages"] for r in loopback.requests)
+    assert first_request[-1] == {"role": "user", "content": [image, {"type": "text", "text": "what is this?"}]}
+    # The later turn sends the earlier image again, from the stored history.
+    assert second_request[-3]["content"] == first_request[-1]["content"]
+    document = {"type": "file", "file": {"filename": "page.pdf", "file_data": data_url(pdf, "application/pdf")}}
+    assert second_request[-1]["content"] == [document, {"type": "text", "text": "and this?"}]
+    users = [(m["id"], m["parts"]) for m in stored if m["role"] == "user"]
+    assert users == [("u1", first["parts"]), ("u3", second["parts"])]
 
 
 async def _send_until_answered(host: str, port: int, head: bytes, pieces: Iterator[bytes]) -> tuple[bytes, int]:
