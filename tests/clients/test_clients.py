@@ -35,14 +35,19 @@ def _unavailable() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def demo_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``think serve --model demo`` in a subprocess; its base URL."""
+def require_clients() -> None:
+    """Skip (fail, in CI) when the npm clients cannot run here."""
     missing = _unavailable()
     if missing is not None:
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the npm client checks, but {missing}")
         pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def demo_server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``think serve --model demo`` in a subprocess; its base URL."""
+    require_clients()
     home = tmp_path_factory.mktemp("think-home")
     process, base = _start(home / "chats.db", home, delay=None)
     try:
@@ -171,11 +176,7 @@ def _deltas(lines: Iterator[str], n: int) -> Iterator[str]:
 def test_a_page_opened_after_a_sigkill_and_restart_follows_the_resumed_turn(tmp_path: Path) -> None:
     """A chat whose page was reloaded mid-answer (its fetch closed) runs on, and one whose server
     is then SIGKILLed is resumed by the restarted server: one whole answer, stored once."""
-    missing = _unavailable()
-    if missing is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must run the npm client checks, but {missing}")
-        pytest.skip(missing)
+    require_clients()
     assert NODE is not None
     db, home = tmp_path / "chats.db", tmp_path / "home"
     home.mkdir()
