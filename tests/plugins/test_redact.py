@@ -83,6 +83,7 @@ async def test_the_streamed_answer_is_redacted_for_everyone(caplog: pytest.LogCa
     streamed = "".join(c["delta"] for c in chunks if c["type"] == "text-delta")
     assert streamed == "".join(first_turn) == REDACTED
     assert stored[1]["parts"][-1]["text"] == REDACTED
+    assert stored[1]["metadata"]["transformedBy"] == ["redact"]  # clients show who shaped the answer
     next_request = json.dumps(provider.requests[1].json["messages"])
     assert "[redacted]" in next_request
     spans = json.dumps([dict(span.attributes or {}) for span in exporter.get_finished_spans()])
@@ -111,6 +112,7 @@ async def test_tool_results_are_masked_before_the_model_and_the_store_see_them()
             stored = json.dumps([m.model_dump() for m in await session.messages()])
     [output] = [c["output"] for c in chunks if c["type"] == "tool-output-available"]
     assert output == {"name": "ana", "phone": "<phone>", "notes": ["called from <phone>"]}
+    assert '"rewrittenBy": ["redact"]' in stored  # the answer records who rewrote the result
     for where in (json.dumps(chunks), stored, json.dumps(provider.requests[1].json["messages"])):
         assert "555-01" not in where
 

@@ -15,7 +15,7 @@ import pytest
 from tests.loopback import LoopbackServer, Reply
 from tests.support.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
 from tests.support.tools import delete_file
-from think_core import block, hookimpl, tool
+from think_core import ask, block, hookimpl, tool
 from think_core.agent import Think
 from think_core.models.openai import OpenAIChatModel
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -457,4 +457,51 @@ async def test_a_sub_agents_progress_shows_in_the_parents_tool_card() -> None:
         assert await card.locator(".subagent strong").inner_text() == "Q3"  # its answer, as Markdown
         assert '"session_id"' not in text  # not the raw JSON
         await page.screenshot(path=str(ARTIFACTS / "sub-agent-card.png"))
+        assert chromium.errors == [] and await page.evaluate("window.__csp") == []
+
+
+class AskOverTen:
+    name = "wire_policy"
+
+    @hookimpl
+    def before_tool_call(self, ctx: Any) -> Any:
+        return ask(f"wires over 10 need a human ({ctx.input['amount']})") if ctx.tool_name == "wire" and ctx.input["amount"] > 10 else None
+
+
+@tool
+def wire(to: str, amount: int) -> str:
+    """Wire money."""
+    return f"wired {amount} to {to}"
+
+
+async def test_a_plugins_ask_shows_its_reason_and_who_asked_and_a_redacted_answer_who_shaped_it() -> None:
+    from playwright.async_api import async_playwright
+
+    from think_plugins.redact import Redact
+
+    agent = page_agent(
+        Step(tool_calls=[call("wire", {"to": "bob", "amount": 50}, id="c_wire")]),
+        Step(text="Sent. Call 555-0123 if it fails."),
+        tools=[wire],
+        plugins=[AskOverTen(), Redact({"patterns": [r"\d{3}-\d{4}"]})],
+    )
+    async with running_server(create_app(agent)) as base, async_playwright() as pw, Browser(pw) as chromium:
+        page = await chromium.open(f"{base}/?session=asked")
+        await say(page, "wire bob 50")
+        card = page.locator('.tool[data-tool="wire"]')
+        await card.locator('[data-approve="yes"]').wait_for(timeout=15_000)
+        assert await card.locator(".reason").inner_text() == "wires over 10 need a human (50)"
+        await page.reload()  # the request, its reason and who asked survive a reload
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        await card.locator('[data-approve="yes"]').wait_for(timeout=15_000)
+        assert await card.locator(".reason").inner_text() == "wires over 10 need a human (50)"
+        assert await card.locator(".decision").inner_text() == "asked"
+        assert await card.locator(".plugin").inner_text() == "wire_policy"
+        await card.locator('[data-approve="yes"]').click()
+        await wait_for_text(page, "Sent. Call [redacted] if it fails.")
+        await page.reload()
+        await page.wait_for_selector("#status.connected", timeout=10_000)
+        await wait_for_text(page, "Sent. Call [redacted] if it fails.")
+        assert await page.locator('.msg[data-role="assistant"] .shaped').last.inner_text() == "shaped by redact"
+        assert "555-0123" not in await page.locator("#messages").inner_text()
         assert chromium.errors == [] and await page.evaluate("window.__csp") == []

@@ -326,17 +326,20 @@ class HookDispatcher:
 
     async def transform_tool_result(
         self, ctx: ToolCallResultContext, normalize: Callable[[Any], Any]
-    ) -> Any:
-        """The call's output as every ``transform_tool_result`` left it, in hook order: each
-        implementation sees the output so far (``normalize``-d to JSON form); ``None`` keeps it.
-        Fails closed with :class:`PluginError`."""
-        output = ctx.output
+    ) -> tuple[Any, list[str]]:
+        """The call's output as every ``transform_tool_result`` left it, in hook order, and the
+        plugins that changed it: each implementation sees the output so far (``normalize``-d to
+        JSON form); ``None`` keeps it. Fails closed with :class:`PluginError`."""
+        output, changed_by = ctx.output, []
         for impl in self._impls("transform_tool_result"):
             result = await self._call_closed(impl, "transform_tool_result", {"ctx": ctx})
             if result is not None:
-                output = normalize(result)
+                rewritten = normalize(result)
+                if rewritten != output:
+                    changed_by.append(impl.plugin_name)
+                output = rewritten
                 ctx = ctx.model_copy(update={"output": output})
-        return output
+        return output, changed_by
 
     async def stream_transforms(self, ctx: TurnContext) -> tuple[tuple[str, StreamTransform], ...]:
         """The turn's stream transforms, named by plugin, in hook order (empty, at no cost, when

@@ -218,6 +218,8 @@ class Turn(RetriedSteps):
         try:
             config = layered(self.call_config, await self.hooks.before_turn(ctx))
             self.stream_transforms = await self.hooks.stream_transforms(ctx)
+            if self.stream_transforms:
+                self.builder.note_transforms([plugin for plugin, _ in self.stream_transforms])
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
         return config

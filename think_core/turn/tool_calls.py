@@ -315,7 +315,7 @@ class ToolCallRunner:
             last = value
             shown = _jsonable(value)
             if transforms:  # what a client sees of the call must be rewritten too
-                shown = await self.hooks.transform_tool_result(
+                shown, _ = await self.hooks.transform_tool_result(
                     self._result_context(step_number, call, None, [], success=True, output=shown, preliminary=True),
                     _jsonable,
                 )
@@ -386,10 +386,13 @@ class ToolCallRunner:
             step_number, call, tool, messages, success=True, output=output, decision=decision, decided_by=decided_by
         )
         try:
-            return await self.hooks.transform_tool_result(ctx, _jsonable), None
+            output, changed_by = await self.hooks.transform_tool_result(ctx, _jsonable)
         except PluginError as exc:
             logger.warning("tool call %s of %s: its result is withheld: %s", call.id, call.name, exc)
             return None, f"The result of tool {call.name!r} was withheld: {exc}"
+        if changed_by:  # every client shows who rewrote it, from the store
+            self.builder.note_rewrite(call.id, changed_by)
+        return output, None
 
     def _result_context(
         self, step_number: int, call: ToolCallRequest, tool: AnyTool | None, messages: list[ModelMessage],

@@ -55,6 +55,8 @@ class AssistantMessageBuilder:
         #: (tool call id → ``{"decision", "by"}``), so that every client, after a reload or on
         #: another server, tells a blocked call from one that ran.
         self.decisions: dict[str, dict[str, Any]] = {}
+        #: The plugins whose stream transforms shaped the answer (``note_transforms``).
+        self.transformed_by: list[str] = []
         #: The tokens each model used for this message, by model id: stored as
         #: ``metadata["usage"]`` with the answer, so a session's spend is read from its records
         #: (every process sharing the store; a step replayed after a crash counted once).
@@ -87,7 +89,17 @@ class AssistantMessageBuilder:
 
     def note_decision(self, tool_call_id: str, decision: str, by: str | None, reason: str | None = None) -> None:
         """A plugin decided the call (``block``, ``substitute``, ``ask``): kept with the message."""
-        self.decisions[tool_call_id] = {"decision": decision, "by": by, **({"reason": reason} if reason else {})}
+        noted = {k: v for k, v in self.decisions.get(tool_call_id, {}).items() if k == "rewrittenBy"}
+        self.decisions[tool_call_id] = {"decision": decision, "by": by, **({"reason": reason} if reason else {}), **noted}
+
+    def note_rewrite(self, tool_call_id: str, plugins: list[str]) -> None:
+        """``transform_tool_result`` of ``plugins`` changed the call's output: kept with the message."""
+        noted = self.decisions.setdefault(tool_call_id, {"decision": "allow", "by": None})
+        noted["rewrittenBy"] = [*noted.get("rewrittenBy", []), *(p for p in plugins if p not in noted.get("rewrittenBy", []))]
+
+    def note_transforms(self, plugins: list[str]) -> None:
+        """The plugins whose ``transform_stream`` shaped this answer (``metadata.transformedBy``)."""
+        self.transformed_by = [*self.transformed_by, *(p for p in plugins if p not in self.transformed_by)]
 
     # -- stream framing -------------------------------------------------------------------
     def _framed(self, chunk: dict[str, Any]) -> None:
@@ -192,6 +204,7 @@ class AssistantMessageBuilder:
         self._tool_parts = {}
         self.error_text = None
         self.decisions = {}
+        self.transformed_by = []
         # The re-run starts its own steps; the message's start, if not yet sent, still opens it.
         self._held = [chunk for chunk in self._held if chunk["type"] == "start"]
 
@@ -380,6 +393,10 @@ class AssistantMessageBuilder:
             metadata = {**(metadata or {}), "decisions": {**stored_decisions(metadata), **self.decisions}}
         if self.usage:
             metadata = {**(metadata or {}), "usage": {k: u.model_dump() for k, u in self.usage.items()}}
+        if self.transformed_by:
+            shaped = (metadata or {}).get("transformedBy")
+            earlier = [p for p in shaped if isinstance(p, str)] if isinstance(shaped, list) else []
+            metadata = {**(metadata or {}), "transformedBy": [*earlier, *(p for p in self.transformed_by if p not in earlier)]}
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
 
 

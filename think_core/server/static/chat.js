@@ -26,7 +26,7 @@
     "input-streaming": "preparing", "input-available": "running", "approval-requested": "waiting for approval",
     "approval-responded": "answered", "output-available": "done", "output-error": "failed", "output-denied": "denied",
   };
-  const DECISION_LABELS = { allow: "allowed", block: "blocked", substitute: "substituted" };
+  const DECISION_LABELS = { allow: "allowed", block: "blocked", substitute: "substituted", ask: "asked" };
 
   const state = {
     messages: [],          // UIMessage objects, server-authoritative
@@ -186,7 +186,10 @@
       }
       case "tool-approval-request": {
         const part = findToolPart(chunk.toolCallId);
-        if (part) { part.state = "approval-requested"; part.approval = { id: chunk.approvalId }; }
+        if (part) {
+          part.state = "approval-requested";
+          part.approval = chunk.reason ? { id: chunk.approvalId, requestReason: chunk.reason } : { id: chunk.approvalId };
+        }
         break;
       }
       case "error": note(msg.id).error = chunk.errorText; break;
@@ -361,7 +364,10 @@
   // so two calls with one id in different answers never borrow each other's decision.
   function decisionOf(part, m) {
     const stored = m.metadata && m.metadata.decisions && m.metadata.decisions[part.toolCallId];
-    if (stored) return { label: DECISION_LABELS[stored.decision] || String(stored.decision), by: stored.by || "" };
+    if (stored) {
+      const rewritten = Array.isArray(stored.rewrittenBy) ? stored.rewrittenBy.join(", ") : "";
+      return { label: DECISION_LABELS[stored.decision] || String(stored.decision), by: stored.by || "", rewritten };
+    }
     const streaming = [...state.streams.values()].some((s) => s.id === m.id);
     const live = streaming ? state.decisions.get(part.toolCallId) : null;
     if (live) return live;
@@ -400,6 +406,7 @@
       const by = decision.by ? ` by ${decision.by}` : "";
       html += `<span class="badge decision ${esc(decision.label)}" title="before_tool_call decision${esc(by)}">${esc(decision.label)}</span>`;
       if (decision.by) html += `<span class="badge plugin" title="the plugin that decided">${esc(decision.by)}</span>`;
+      if (decision.rewritten) html += `<span class="badge rewritten" title="transform_tool_result changed the output">rewritten by ${esc(decision.rewritten)}</span>`;
     }
     html += `</summary>`;
     const input = part.input !== undefined ? part.input : state.rawInputs.get(part.toolCallId);
@@ -407,6 +414,8 @@
     if (part.state === "output-available" && isSubagent(part.output)) html += renderSubagent(part.output);
     else if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
     if (part.state === "output-error" || part.state === "output-denied") html += `<div class="label">error</div><pre class="output">${esc(part.errorText || "denied")}</pre>`;
+    const reason = part.approval && part.approval.requestReason;
+    if (part.state === "approval-requested" && reason) html += `<div class="label">why</div><div class="reason">${esc(reason)}</div>`;
     if (part.state === "approval-requested") {
       html += `<div class="actions"><button data-approve="yes" data-call="${esc(part.toolCallId)}">Approve</button>` +
               `<button data-approve="no" data-call="${esc(part.toolCallId)}">Deny</button></div>`;
@@ -449,6 +458,9 @@
     if (error) body += `<div class="error">⚠ ${esc(error)}</div>`;
     // Stopped: live from the stream, or — after a reload — from the stored answer's metadata.
     if (extra.aborted || (m.metadata && m.metadata.stopped)) body += `<div class="aborted">stopped</div>`;
+    // The plugins whose transform_stream shaped this answer (redact, ...), from the stored answer.
+    const shaped = m.metadata && Array.isArray(m.metadata.transformedBy) ? m.metadata.transformedBy : [];
+    if (shaped.length) body += `<div class="shaped" title="transform_stream">shaped by ${esc(shaped.join(", "))}</div>`;
     return `<div class="msg${error ? " failed" : ""}" data-role="${esc(m.role)}" data-id="${esc(m.id)}">${body}</div>`;
   }
 
