@@ -2,7 +2,8 @@
 
 A compaction stores a summary for the range of messages ``from..to`` (inclusive, by position).
 Compactions are never destructive: ``history()`` shows each effective range as one synthetic
-``compaction_<id>`` message, ``list_messages()`` still shows the originals. A newer compaction
+``compaction_<id>`` message (the summary, and the files users sent in the range: a summary
+cannot hold an image), ``list_messages()`` still shows the originals. A newer compaction
 that overlaps an older one supersedes it, and the effective range becomes the union of both.
 A compaction whose anchors were deleted is ignored.
 """
@@ -61,11 +62,14 @@ def apply_overlays(messages: Sequence[UIMessage], overlays: Sequence[Overlay]) -
     for overlay in overlays:
         comp = overlay.compaction
         out.extend(messages[pos : overlay.start])
+        # The files users sent in the range stay with the summary: a summary cannot hold an image.
+        files = [p for m in messages[overlay.start : overlay.end + 1] if m.role == "user" for p in m.parts
+                 if p.get("type") == "file"]
         out.append(
             UIMessage(
                 id=f"compaction_{comp.id}",
                 role=COMPACTION_ROLE,
-                parts=[{"type": "text", "text": COMPACTION_SUMMARY_PREFIX + comp.summary}],
+                parts=[{"type": "text", "text": COMPACTION_SUMMARY_PREFIX + comp.summary}, *files],
                 metadata={"compaction": {"id": comp.id, "from": overlay.from_id, "to": overlay.to_id}},
             )
         )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..models.base import ModelRequest, UserMessage
+from ..models.content import tool_output_parts
 from ..policy import CompactionConfig
 from ..types import UIMessage
 
@@ -60,14 +61,29 @@ def _message_text(message: UIMessage) -> str:
         kind = part.get("type", "")
         if kind in ("text", "reasoning"):
             pieces.append(part.get("text", ""))
+        elif kind == "file":
+            pieces.append(_file_mention(part))
         elif "toolCallId" in part:
             pieces.append(kind)
             pieces.append(json.dumps(part.get("input"), default=str))
             if "output" in part:
-                pieces.append(json.dumps(part.get("output"), default=str))
+                pieces.append(_output_text(part.get("output")))
             if part.get("errorText"):
                 pieces.append(part["errorText"])
     return " ".join(pieces)
+
+
+def _file_mention(item: dict[str, Any]) -> str:
+    """A file as the summariser (and the token estimate) sees it: named, never its bytes, which
+    as text would be megabytes of base64."""
+    name = f" {item['filename']}" if isinstance(item.get("filename"), str) else ""
+    return f"[file {item.get('mediaType', '')}{name}]"
+
+
+def _output_text(output: Any) -> str:
+    if tool_output_parts(output) is None:
+        return json.dumps(output, default=str)
+    return " ".join(item.get("text", "") if item.get("type") == "text" else _file_mention(item) for item in output)
 
 
 def transcript(messages: Sequence[UIMessage], budget_tokens: int) -> str:
