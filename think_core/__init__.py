@@ -24,7 +24,9 @@ from .errors import (
     UnsupportedContent,
 )
 from .events import (
+    DocumentSource,
     Finish,
+    GeneratedFile,
     ModelEvent,
     ReasoningDelta,
     StreamError,
@@ -33,6 +35,7 @@ from .events import (
     ToolInputDelta,
     ToolInputStart,
     ToolResult,
+    UrlSource,
     Usage,
 )
 from .files import File
@@ -109,7 +112,9 @@ __all__ = [
     "ChatResponseResult",
     "ChunkContext",
     "ConfigurationError",
+    "DocumentSource",
     "Finish",
+    "GeneratedFile",
     "HookTimeout",
     "NestedTurnError",
     "PluginError",
@@ -147,6 +152,7 @@ __all__ = [
     "UIMessage",
     "UnknownSubmission",
     "UnknownToolCall",
+    "UrlSource",
     "Usage",
     "allow",
     "ask",
