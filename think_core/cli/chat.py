@@ -51,7 +51,7 @@ class ChunkPrinter:
         self.endpoint = endpoint  # " (model endpoint URL)", named in every error
         self.decisions = decisions or DecisionLog()
         self.tool_names: dict[str, str] = {}
-        self.approvals: list[tuple[str, str, Any]] = []  # (tool call id, tool name, input)
+        self.approvals: list[tuple[str, str, Any, str | None]] = []  # (tool call id, tool name, input, reason)
         self.inputs: dict[str, Any] = {}
         #: What was shown of each running sub-agent call: its text and its tool calls' states.
         self.progress: dict[str, tuple[str, list[Any]]] = {}
@@ -107,7 +107,10 @@ class ChunkPrinter:
             name = self.tool_names.get(call_id, "tool")
             self._line(f"[red]✗ {name}[/] {_escape(chunk.get('errorText', ''))}")
         elif kind == "tool-approval-request":
-            self.approvals.append((call_id, self.tool_names.get(call_id, "tool"), self.inputs.get(call_id)))
+            reason = chunk.get("reason")
+            self.approvals.append(
+                (call_id, self.tool_names.get(call_id, "tool"), self.inputs.get(call_id), reason if isinstance(reason, str) else None)
+            )
 
     def _tool_output(self, chunk: dict[str, Any]) -> None:
         call_id = chunk["toolCallId"]
@@ -318,7 +321,12 @@ class ChatREPL:
             printer.feed(chunk)
         while printer.approvals:
             pending, printer.approvals = printer.approvals, []
-            for index, (call_id, name, tool_input) in enumerate(pending):
+            decided = await self._stored_decisions()
+            for index, (call_id, name, tool_input, reason) in enumerate(pending):
+                asker = decided.get(call_id, {}).get("by") if decided.get(call_id, {}).get("decision") == "ask" else None
+                if reason or asker:  # a plugin asked (before_tool_call's ask): say which, and why
+                    self.console.print(f"[yellow]asked{' by ' + _escape(asker) if asker else ''}:[/] "
+                                       f"{_escape(reason or '')}", highlight=False)
                 try:
                     answer = await self.read_line(f"allow {name}({_short(tool_input)})? [y/N] ")
                 except Interrupted:
@@ -331,6 +339,30 @@ class ChatREPL:
                 await self.session.approve_tool_call(
                     call_id, approved, auto_continue=index == len(pending) - 1, on_event=printer.feed
                 )
+        await self._shaped_by()
+
+    async def _stored_decisions(self) -> dict[str, dict[str, Any]]:
+        """The decisions the latest stored answer records (who asked, who rewrote a result)."""
+        answers = [m for m in await self.session.messages() if m.role == "assistant"]
+        decisions = (answers[-1].metadata or {}).get("decisions") if answers else None
+        return decisions if isinstance(decisions, dict) else {}
+
+    async def _shaped_by(self) -> None:
+        """Which plugins shaped the answer just shown (``transform_stream``, ``transform_tool_result``)."""
+        messages = await self.session.messages()
+        if not messages or messages[-1].role != "assistant":
+            return  # this turn stored no answer: nothing of an earlier one is shown again
+        answers = messages[-1:]
+        metadata = answers[-1].metadata or {}
+        names = {p.get("toolCallId"): tool_name_of(p) for p in answers[-1].parts if is_tool_part(p)}
+        for call_id, decided in (await self._stored_decisions()).items():
+            rewritten = decided.get("rewrittenBy") if isinstance(decided, dict) else None
+            if rewritten:
+                self.console.print(f"[dim]({_escape(names.get(call_id, 'tool'))} result rewritten by "
+                                   f"{_escape(', '.join(map(str, rewritten)))})[/]", highlight=False)
+        shaped = metadata.get("transformedBy")
+        if isinstance(shaped, list) and shaped:
+            self.console.print(f"[dim](answer shaped by {_escape(', '.join(map(str, shaped)))})[/]", highlight=False)
 
 
 async def run(args: argparse.Namespace) -> int:
