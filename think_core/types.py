@@ -290,7 +290,8 @@ class ChunkContext:
     """Argument of ``on_chunk``. A slotted plain class, not a pydantic model: one is built per
     streamed token. ``chunk`` is a :mod:`think_core.events` object with a ``type`` of
     ``text-delta``, ``reasoning-delta``, ``tool-input-start``, ``tool-input-delta``,
-    ``tool-call`` or ``tool-result``; ``session``, ``request_id`` and ``body`` are as on every
+    ``tool-call``, ``source`` (a url or document the answer cites), ``file`` (a file the model
+    generated) or ``tool-result``; ``session``, ``request_id`` and ``body`` are as on every
     other context."""
 
     __slots__ = ("session", "request_id", "step_number", "chunk", "body")

@@ -44,9 +44,20 @@ def _web_citation(page: tuple[str, str], cited: str) -> dict[str, Any]:
             "encrypted_index": "Eo8BCioIAhgBIiQyYjQ0OWJmZi1lNm"}
 
 
-def anthropic_web_search() -> str:
+def anthropic_web_search(call: tuple[str, str, dict[str, Any]] | None = None) -> str:
     """Claude searching the web (a server tool: its call and results are blocks of the answer)
-    and citing two pages, the first one twice."""
+    and citing two pages, the first one twice; then, given ``call`` (id, name, input), calling
+    that tool of the turn's."""
+    tool_use: list[dict[str, Any]] = []
+    if call is not None:
+        call_id, name, arguments = call
+        tool_use = [
+            {"type": "content_block_start", "index": 5,
+             "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}},
+            {"type": "content_block_delta", "index": 5,
+             "delta": {"type": "input_json_delta", "partial_json": json.dumps(arguments)}},
+            {"type": "content_block_stop", "index": 5},
+        ]
     return sse_body(
         _an_start(),
         *_an_text_block(0, "I'll search for that."),
@@ -63,7 +74,8 @@ def anthropic_web_search() -> str:
         *_an_text_block(3, _web_citation(NEWS, "Logical qubits ran for an hour."), "Logical qubits now run for hours"),
         *_an_text_block(4, _web_citation(LAB, "Below threshold."), " and error rates fell below threshold",
                         _web_citation(NEWS, "A second claim."), "."),
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        *tool_use,
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use" if call else "end_turn", "stop_sequence": None},
          "usage": {"output_tokens": 510, "server_tool_use": {"web_search_requests": 1}}},
         {"type": "message_stop"},
         event_names=True,
