@@ -37,6 +37,7 @@
     openTools: new Set(),  // toolCallIds whose card the user opened
     rawInputs: new Map(),  // toolCallId -> streamed input text
     notes: new Map(),      // message id -> {error, aborted, retry}: stream events the snapshot lacks
+    attached: [],          // file parts for the next message (Attach, paste, drop)
     expectContinuation: false,
   };
   let ws = null;
@@ -259,12 +260,16 @@
   function newId(prefix) { return prefix + "_" + Math.random().toString(36).slice(2, 10) + Date.now().toString(36); }
 
   function submit(text) {
-    const message = { id: newId("msg"), role: "user", parts: [{ type: "text", text }] };
+    // As useChat's sendMessage({ text, files }) builds it: the files first, then the text.
+    const parts = [...state.attached, ...(text ? [{ type: "text", text }] : [])];
+    const message = { id: newId("msg"), role: "user", parts };
     const clientTools = Object.entries(CLIENT_TOOLS).map(([name, t]) => ({ name, description: t.description, parameters: t.parameters }));
     const requestId = newId("req");
     const body = { messages: [...state.messages.map(strip), message], trigger: "submit-message", clientTools };
     if (!send({ type: "cf_agent_use_chat_request", id: requestId, init: { method: "POST", body: JSON.stringify(body) } })) return false;
     state.messages.push(message);
+    state.attached = [];
+    renderAttached();
     state.mine.add(requestId);
     updateButtons();
     scheduleRender();
@@ -277,7 +282,7 @@
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("input").value.trim();
-    if (!text) return;
+    if (!text && !state.attached.length) return;
     commitClear();  // a message sent after Clear starts the new conversation
     // Not connected: the message stays in the box (never thrown away), to send once reconnected.
     if (submit(text)) $("input").value = "";
@@ -286,6 +291,53 @@
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
+  // -- attachments ---------------------------------------------------------------------------
+  // A file is read into a data URL here; the server checks its size and that its bytes are what
+  // its type says (a refusal comes back as a toast, and nothing is stored).
+  function readFile(file) {
+    return new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve({
+        type: "file", mediaType: file.type || "application/octet-stream", filename: file.name || "pasted", url: reader.result,
+      });
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(file);
+    });
+  }
+  async function attach(files) {
+    for (const file of files) {
+      try { state.attached.push(await readFile(file)); }
+      catch (e) { toast(`cannot read ${file.name}: ${e}`); }
+    }
+    renderAttached();
+  }
+  function renderAttached() {
+    $("attachments").innerHTML = state.attached.map((part, i) =>
+      `<span class="pending-file">${fileView(part)}<button type="button" data-detach="${i}" title="Remove">×</button></span>`).join("");
+    $("attachments").style.display = state.attached.length ? "flex" : "none";
+  }
+  $("attach").addEventListener("click", () => $("file-input").click());
+  $("file-input").addEventListener("change", (e) => { attach([...e.target.files]); e.target.value = ""; });
+  $("attachments").addEventListener("click", (e) => {
+    const button = e.target.closest("button[data-detach]");
+    if (!button) return;
+    state.attached.splice(Number(button.dataset.detach), 1);
+    renderAttached();
+  });
+  $("input").addEventListener("paste", (e) => {
+    const files = [...(e.clipboardData ? e.clipboardData.files : [])];
+    if (files.length) { e.preventDefault(); attach(files); }
+  });
+  $("chat").addEventListener("dragover", (e) => {
+    if (e.dataTransfer && [...e.dataTransfer.types].includes("Files")) { e.preventDefault(); $("chat").classList.add("dropping"); }
+  });
+  $("chat").addEventListener("dragleave", () => $("chat").classList.remove("dropping"));
+  $("chat").addEventListener("drop", (e) => {
+    $("chat").classList.remove("dropping");
+    const files = [...(e.dataTransfer ? e.dataTransfer.files : [])];
+    if (files.length) { e.preventDefault(); attach(files); }
+  });
+
   $("stop").addEventListener("click", () => { for (const id of state.mine) send({ type: "cf_agent_chat_request_cancel", id }); });
   // Clearing deletes the conversation on the server for every browser: only once confirmed, and
   // only after UNDO_SECONDS in which Undo brings it back (nothing was sent yet). Sending a message
@@ -391,6 +443,31 @@
     return html + `</div>`;
   }
 
+  // A file part (a user's attachment, a file a tool returned or a model made): images inline
+  // (raster types only, from data URLs: the page's CSP allows no other image source), any other
+  // file as a chip naming it, a link to save it.
+  const INLINE_IMAGES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+  function fileView(part) {
+    const url = String(part.url || "");
+    const type = String(part.mediaType || "");
+    const name = part.filename || type || "file";
+    if (INLINE_IMAGES.has(type) && url.startsWith("data:")) {
+      return `<img class="attachment" src="${esc(url)}" alt="${esc(name)}" title="${esc(name)}">`;
+    }
+    const link = url.startsWith("data:") || url.startsWith("https://") ? ` href="${esc(url)}" download="${esc(name)}" target="_blank" rel="noopener noreferrer"` : "";
+    return `<a class="file-chip"${link} title="${esc(type)}">${esc(name)} <span class="type">${esc(type)}</span></a>`;
+  }
+  function isFilePart(v) { return !!v && typeof v === "object" && v.type === "file" && typeof v.url === "string"; }
+  // A tool output that carries files: a list of text and file items (what the engine stores for a tool's File results).
+  function filesOutput(output) {
+    return Array.isArray(output) && output.some(isFilePart) && output.every((v) => isFilePart(v) || (v && v.type === "text"));
+  }
+  function renderFilesOutput(output) {
+    let html = `<div class="label">output</div><div class="files-output">`;
+    for (const item of output) html += isFilePart(item) ? fileView(item) : `<pre class="output">${esc(item.text)}</pre>`;
+    return html + `</div>`;
+  }
+
   function renderTool(part, m) {
     const name = toolName(part);
     const decision = decisionOf(part, m);
@@ -412,6 +489,7 @@
     const input = part.input !== undefined ? part.input : state.rawInputs.get(part.toolCallId);
     if (input !== undefined && input !== null) html += `<div class="label">input</div><pre class="input">${esc(pretty(input))}</pre>`;
     if (part.state === "output-available" && isSubagent(part.output)) html += renderSubagent(part.output);
+    else if (part.state === "output-available" && filesOutput(part.output)) html += renderFilesOutput(part.output);
     else if (part.state === "output-available") html += `<div class="label">output</div><pre class="output">${esc(pretty(part.output))}</pre>`;
     if (part.state === "output-error" || part.state === "output-denied") html += `<div class="label">error</div><pre class="output">${esc(part.errorText || "denied")}</pre>`;
     const reason = part.approval && part.approval.requestReason;
@@ -442,6 +520,7 @@
     for (const part of m.parts || []) {
       if (part.type === "text") body += m.role === "assistant" ? `<div class="text">${markdown(part.text)}</div>` : `<div class="text">${esc(part.text)}</div>`;
       else if (part.type === "reasoning") body += `<div class="reasoning">${esc(part.text)}</div>`;
+      else if (isFilePart(part)) body += `<div class="file">${fileView(part)}</div>`;
       else if (part.toolCallId) body += renderTool(part, m);
     }
     const extra = state.notes.get(m.id) || {};
