@@ -8,12 +8,12 @@ against the agent's attachment limits when the message is sent, as for any other
 
 from __future__ import annotations
 
-import base64
 import mimetypes
 from pathlib import Path
 from typing import Any
 
 from ..chat.attachments import sniff_media_type
+from ..files import File
 
 __all__ = ["file_part", "message_with_files"]
 
@@ -23,10 +23,8 @@ def file_part(path: str) -> dict[str, Any]:
     cannot be read."""
     file = Path(path).expanduser()
     data = file.read_bytes()
-    guessed, _ = mimetypes.guess_type(file.name)
-    media_type = guessed or sniff_media_type(data) or "application/octet-stream"
-    url = f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}"
-    return {"type": "file", "mediaType": media_type, "filename": file.name, "url": url}
+    media_type = mimetypes.guess_type(file.name)[0] or sniff_media_type(data) or "application/octet-stream"
+    return File(data, media_type, file.name).item()
 
 
 def message_with_files(text: str, files: list[dict[str, Any]]) -> dict[str, Any]:
