@@ -5,19 +5,29 @@ chunks, and the stored answer keeps them as parts of the same shape."""
 
 from __future__ import annotations
 
+from base64 import b64encode
 from binascii import a2b_base64
 from typing import Any
 
-from tests.loopback import LoopbackServer, Reply
+import pytest
+
+from tests.loopback import LoopbackServer, Reply, sse_body
 from tests.support import cited
 from tests.support.agents import make_agent
 from tests.support.cited import LAB, NEWS, PNG_1X1
-from tests.support.gemini import gemini_model
+from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import check_chunk
 from tests.support.responses import responses_model
-from tests.support.wire import anthropic_model
+from tests.support.wire import anthropic_model, ask, collect
 from think_core import hookimpl
 from think_core.events import DocumentSource, GeneratedFile, UrlSource
+from think_core.models.sources import (
+    anthropic_citation_source,
+    gemini_grounding_sources,
+    gemini_inline_file,
+    responses_annotation_source,
+    responses_image_file,
+)
 from think_core.types import ChunkContext, StepResult, UIMessage
 
 CONTENT = ("source-url", "source-document", "file")
@@ -44,9 +54,9 @@ async def answer(model: Any) -> tuple[Seen, list[dict[str, Any]], UIMessage]:
     """One streamed turn: what the plugins saw, the UI chunks, the stored answer."""
     seen = Seen()
     session = make_agent(model, store=":memory:", plugins=[seen]).session("s")
-    chunks = [chunk async for chunk in session.stream("What is new in quantum computing?")]
-    for chunk in chunks:
-        check_chunk(chunk)  # the AI SDK's UIMessageChunk shapes, strictly
+    chunks = [c async for c in session.stream("What is new in quantum computing?")]
+    for c in chunks:
+        check_chunk(c)  # the AI SDK's UIMessageChunk shapes, strictly
     [_, stored] = await session.messages()
     return seen, chunks, stored
 
@@ -162,3 +172,65 @@ async def test_a_cited_answer_is_history_the_next_turn_can_build_on(loopback: Lo
     sent = loopback.requests[1].json["messages"]
     assert [m["role"] for m in sent] == ["user", "assistant", "user"]
     assert "source" not in str(sent[1]) and "Logical qubits now run for hours" in str(sent[1])
+
+
+def test_citation_shapes_each_provider_documents() -> None:
+    """The other citation kinds, and shapes that are no source (ignored, never an error)."""
+    [block, result, unknown] = [anthropic_citation_source(c) for c in (
+        {"type": "content_block_location", "cited_text": "x", "document_index": 2, "document_title": None,
+         "start_block_index": 0, "end_block_index": 1},
+        {"type": "search_result_location", "cited_text": "x", "source": "https://kb.example.com/a", "title": "A",
+         "search_result_index": 0, "start_block_index": 0, "end_block_index": 0},
+        {"type": "a_location_from_the_future", "cited_text": "x"},
+    )]
+    assert isinstance(block, DocumentSource) and (block.media_type, block.title) == ("text/plain", "Document 3")
+    assert isinstance(result, UrlSource) and (result.url, result.title) == ("https://kb.example.com/a", "A")
+    assert unknown is None and anthropic_citation_source(None) is None
+    cited_file = responses_annotation_source({"type": "file_citation", "file_id": "file-1", "filename": "notes.pdf",
+                                              "index": 3})
+    assert isinstance(cited_file, DocumentSource) and (cited_file.title, cited_file.filename) == ("notes.pdf", "notes.pdf")
+    assert responses_annotation_source({"type": "file_path", "file_id": "file-2", "index": 0}) is None
+    assert responses_annotation_source({"type": "url_citation", "url": "", "title": "t"}) is None
+    [web, stored] = gemini_grounding_sources({"groundingChunks": [
+        {"web": {"uri": "https://example.com/a", "title": "example.com"}},
+        {"retrievedContext": {"uri": "gs://bucket/report.pdf", "title": "Report", "text": "..."}},
+        {"nothing": {}}, "junk",
+    ]})
+    assert isinstance(web, UrlSource) and isinstance(stored, DocumentSource)
+    assert (stored.media_type, stored.title, stored.filename) == ("application/pdf", "Report", "report.pdf")
+    assert gemini_grounding_sources({"webSearchQueries": ["q"]}) == [] and gemini_grounding_sources(None) == []
+
+
+def test_generated_file_shapes() -> None:
+    jpeg = b64encode(b"\xff\xd8\xff\xe0" + b"\0" * 12).decode()
+    sniffed = responses_image_file({"id": "ig_2", "type": "image_generation_call", "status": "completed", "result": jpeg})
+    assert sniffed is not None and sniffed.media_type == "image/jpeg"  # no output_format: named by its bytes
+    named = responses_image_file({"type": "image_generation_call", "result": jpeg, "output_format": "webp"})
+    assert named is not None and named.media_type == "image/webp"
+    assert responses_image_file({"id": "ig_3", "type": "image_generation_call", "status": "failed", "result": None}) is None
+    assert responses_image_file({"id": "ws_1", "type": "web_search_call"}) is None
+    assert gemini_inline_file({"inlineData": {"mimeType": "image/png"}}) is None  # no data: nothing made
+    linked = GeneratedFile("image/png", url="https://example.com/p.png")
+    assert (linked.data, linked.data_url) == (b"", "https://example.com/p.png")
+    with pytest.raises(ValueError, match="needs its base64 data or a url"):
+        GeneratedFile("image/png")
+
+
+async def test_a_thought_image_is_not_output_and_an_empty_citation_is_nothing(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply.sse(crlf_stream(
+        chunk({"inlineData": {"mimeType": "image/png", "data": PNG_1X1}, "thought": True}),
+        chunk({"text": "Drawn."}, finish="STOP", usage=(3, 2, 0)),
+    )))
+    events = await collect(gemini_model(loopback), ask())
+    assert [e.type for e in events] == ["text-delta", "finish"]
+    loopback.enqueue(Reply.sse(sse_body(
+        {"type": "message_start", "message": {"id": "m", "model": "claude-sonnet-4-5", "usage": {"input_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": None}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "ok"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+        event_names=True,
+    )))
+    assert [e.type for e in await collect(anthropic_model(loopback), ask())] == ["text-delta", "finish"]
