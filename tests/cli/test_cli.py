@@ -35,7 +35,12 @@ def test_demo_runs_offline_with_the_bundled_plugins(tmp_path, monkeypatch):
     # The model's explanation is the guard's own reason, not a guess.
     assert "I did not run save_note." in out and "this session is in read-only mode" in out
     assert "context overflow classified by overflow_classifier → compacted" in out
-    assert out.count("status=completed") == 4  # the overflowing turn recovered
+    # A plugin asks a human before a note with a phone number is saved; redact masks the result.
+    assert "save_note waits for a human (asked by demo_policy: notes with a phone number need a human)" in out
+    assert "saved: call Ana on [redacted]" in out and "saved: call Ana on 555" not in out
+    assert "a tool result was rewritten by redact" in out and "the answer's stream was shaped by redact" in out
+    # Five turns and the approval's continuation; the overflowing turn recovered.
+    assert out.count("status=completed") == 6
     assert "cache hit rate" in out  # the analytics summary
     assert f"conversation stored in {db}" in out
     assert db.exists() and (tmp_path / "analytics.db").exists()

@@ -135,3 +135,30 @@ async def test_a_rewrite_is_what_the_human_approves_and_what_runs() -> None:
             result = await session.approve_tool_call("call_1", True)
             assert result is not None and result.text == "Wired 50."
     assert paid == [{"wire": "bob", "amount": 50}]
+
+
+async def test_an_approvals_continuation_has_the_body_of_the_turn_it_continues_not_an_earlier_ones() -> None:
+    """An earlier turn's body (a read-only switch) must not leak into a later answer's approval."""
+    paid.clear()
+    bodies: list[Any] = []
+
+    class Bodies:
+        @hookimpl
+        def before_turn(self, ctx: Any) -> None:
+            bodies.append(ctx.body)
+
+    async with LoopbackServer() as provider:
+        provider.enqueue(
+            Reply.sse(oa_text("Read-only noted.")),
+            Reply.sse(oa_tool_call("call_1", "wire", '{"to": "bob", "amount": 5}')),
+            Reply.sse(oa_text("Wired.")),
+        )
+        think = Think(openai_model(provider), tools=[wire], plugins=[Bodies()], load_entrypoints=False)
+        async with think:
+            session = think.session("s")
+            await session.chat("look only", body={"read_only": True})
+            await session.chat("wire bob 5")
+            result = await session.approve_tool_call("call_1", True)
+            assert result is not None and result.text == "Wired."
+    assert bodies == [{"read_only": True}, None, None]
+    assert paid == [{"wire": "bob", "amount": 5}]

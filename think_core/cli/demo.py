@@ -1,8 +1,9 @@
 """Run an offline demo: a scripted agent, the bundled plugins, and the hook timeline.
 
-No API key and no network: the model is a ScriptedModel. Four turns show a parallel tool
-call, a cached tool result (tool_cache), a call blocked in read-only mode (readonly_guard), and a
-context-window overflow that overflow_classifier recognises so the turn is compacted and re-run;
+No API key and no network: the model is a ScriptedModel. Five turns show a parallel tool
+call, a cached tool result (tool_cache), a call blocked in read-only mode (readonly_guard), a
+context-window overflow that overflow_classifier recognises so the turn is compacted and re-run,
+and a call a plugin asks a human to approve (``ask``) whose result ``redact`` masks;
 analytics records everything and the summary is printed at the end.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import re
 import tempfile
 import time
 from pathlib import Path
@@ -24,11 +26,16 @@ from .. import (
     StepContext,
     StepResult,
     ToolCallContext,
+    ToolCallDecision,
     ToolCallResultContext,
     TurnContext,
+    TurnResult,
+    UIMessage,
+    ask,
     hookimpl,
 )
 from ..agent import Think
+from ..messages import tool_name_of
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step
 from ..turn.compaction import SUMMARY_SYSTEM
@@ -129,11 +136,26 @@ class Timeline:
         return events
 
 
+class DemoPolicy:
+    """Asks a human before a note with a phone number in it is saved (``ask``)."""
+
+    name = "demo_policy"
+
+    @hookimpl
+    def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
+        if ctx.tool_name == "save_note" and PHONE.search(str(ctx.input)):
+            return ask("notes with a phone number need a human")
+        return None
+
+
+PHONE = re.compile(r"\d{3}-\d{4}")
+
 TURNS = [
     ("What's the weather in Lisbon and Oslo?", None),
     ("And Lisbon again, please?", None),
     ("Save a note: buy oranges.", {"read_only": True}),
     ("Now tell me everything we talked about.", None),
+    ("Save a note: call Ana on 555-0123.", None),
 ]
 
 
@@ -158,9 +180,12 @@ async def _run(args: argparse.Namespace, db: Path) -> int:
         ScriptedModel([DemoModel()], repeat=True, delay=0.002),
         system="You are a weather assistant.",
         tools=TOOLS,
-        plugins=[timeline],
+        plugins=[timeline, DemoPolicy()],
         store=str(db),
-        settings={"analytics": {"sink": "sqlite", "path": str(analytics_db)}},
+        settings={
+            "analytics": {"sink": "sqlite", "path": str(analytics_db)},
+            "redact": {"patterns": [PHONE.pattern], "tool_results": True},
+        },
         context_overflow={"reactive": True, "max_retries": 1},
         compaction={"tail_tokens": 40, "min_tail_messages": 1},
     )
@@ -180,7 +205,9 @@ async def _run(args: argparse.Namespace, db: Path) -> int:
                     f"context overflow classified by overflow_classifier → compacted {event.compacted_messages} "
                     f"messages (~{event.tokens_before} → ~{event.tokens_after} tokens) and re-ran the turn"
                 )
+            result = await _approve_asked(session, result, out, timeline)
             out.answer(result.text, result.status, result.usage.total_tokens)
+            _shaped(result.message, out)
     finally:
         await agent.aclose()
     for info in agent.plugin_manager.plugin_infos:
@@ -204,6 +231,35 @@ async def _run(args: argparse.Namespace, db: Path) -> int:
     else:
         out.note("the demo's conversation and analytics were temporary (think demo --db FILE keeps them)")
     return 0
+
+
+async def _approve_asked(session: Any, result: TurnResult, out: _Output, timeline: Timeline) -> TurnResult:
+    """A call waiting for a human: say who asked and why, approve it (the demo's human says
+    yes), and show the continuation the approval runs."""
+    message = result.message
+    waiting = [p for p in (message.parts if message else []) if p.get("state") == "approval-requested"]
+    if not waiting or message is None:
+        return result
+    decisions = (message.metadata or {}).get("decisions") or {}
+    for part in waiting:
+        decided = decisions.get(part["toolCallId"]) or {}
+        asker = f"asked by {decided.get('by')}: {decided.get('reason')}" if decided.get("decision") == "ask" else "needs approval"
+        out.note(f"{tool_name_of(part)} waits for a human ({asker}); the demo approves it")
+    for index, part in enumerate(waiting):
+        approved = await session.approve_tool_call(part["toolCallId"], True, auto_continue=index == len(waiting) - 1)
+        result = approved if approved is not None else result
+    out.timeline(timeline.drain())
+    return result
+
+
+def _shaped(message: UIMessage | None, out: _Output) -> None:
+    """Which plugins rewrote a tool result or shaped the answer (``redact``)."""
+    metadata = (message.metadata if message else None) or {}
+    for decided in (metadata.get("decisions") or {}).values():
+        if decided.get("rewrittenBy"):
+            out.note(f"a tool result was rewritten by {', '.join(decided['rewrittenBy'])}")
+    if metadata.get("transformedBy"):
+        out.note(f"the answer's stream was shaped by {', '.join(metadata['transformedBy'])}")
 
 
 class _Output:

@@ -44,6 +44,10 @@ class ActiveTurn:
     answer_refused: bool = False  # the store would not take the answer: the turn is not ours any more
 
 
+#: ``TurnRunner._last_body`` before this process has read or written it.
+_UNREAD: Any = object()
+
+
 class TurnRunner:
     """Runs :class:`~think_core.turn.loop.TurnRequest` s of one session.
 
@@ -68,6 +72,8 @@ class TurnRunner:
         self.active: dict[str, ActiveTurn] = {}
         # The config of the call that started the session's latest answer (see _turn_config).
         self._answer_config: TurnConfig | None = None
+        # The stored ``last_body`` as this process last wrote or read it (see _turn_body).
+        self._last_body: Any = _UNREAD
 
     # -- nesting ------------------------------------------------------------------------------
     def in_turn(self) -> bool:
@@ -266,13 +272,22 @@ class TurnRunner:
             builder.continue_message(history[-1].id)
 
     async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
-        """A continuation without a body of its own reuses the last turn's body."""
+        """A continuation without a body of its own reuses the body of the turn it continues:
+        the latest turn that was not a continuation (a turn without a body clears it, so an
+        earlier turn's ``read_only`` does not leak into a later answer's approval)."""
         session_id = self.session.id
         if request.body is None and request.continuation:
             body: dict[str, Any] | None = await self.db.get_state(session_id, "last_body")
+            self._last_body = body
             return body
-        if request.body is not None:
-            await self.db.set_state(session_id, "last_body", request.body)
+        if request.body is not None or self._last_body is not None:
+            # A body-less turn after one with a body writes the clearing ``None``; after another
+            # body-less turn (known here, or read once per process) it writes nothing.
+            if request.body is None and self._last_body is _UNREAD:
+                self._last_body = await self.db.get_state(session_id, "last_body")
+            if request.body is not None or self._last_body is not None:
+                await self.db.set_state(session_id, "last_body", request.body)
+        self._last_body = request.body
         return request.body
 
     def _turn_config(self, request: TurnRequest) -> TurnConfig | None:
