@@ -18,11 +18,12 @@ from tests.support.cited import LAB, NEWS, PNG_1X1
 from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import check_chunk
 from tests.support.responses import responses_model
-from tests.support.wire import anthropic_model, ask, collect
+from tests.support.wire import anthropic_model, ask, collect, openai_model
 from think_core import hookimpl
 from think_core.events import DocumentSource, GeneratedFile, UrlSource
 from think_core.models.sources import (
     anthropic_citation_source,
+    chat_annotation_sources,
     gemini_grounding_sources,
     gemini_inline_file,
     responses_annotation_source,
@@ -119,6 +120,17 @@ async def test_responses_url_citations_are_url_sources(loopback: LoopbackServer)
     first = chunks.index(content_of(chunks)[0])
     assert "".join(c.get("delta", "") for c in chunks[:first]).endswith("(example.com)")
     assert step.text.endswith("(lab.example.org).")
+
+
+async def test_chat_completions_url_citations_are_url_sources(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply.sse(cited.openai_search_answer()))
+    seen, chunks, stored = await answer(openai_model(loopback))
+    [step] = seen.steps
+    assert urls(step.sources) == [NEWS] and step.text.endswith("(https://example.com/quantum)).")
+    assert content_of(chunks) == content_of(stored.parts) == [
+        {"type": "source-url", "sourceId": step.sources[0].id, "url": NEWS[0], "title": NEWS[1],
+         "providerMetadata": step.sources[0].provider_metadata}]
+    assert chat_annotation_sources([{"type": "url_citation"}, "junk", {"type": "other"}]) == []
 
 
 async def test_gemini_grounding_chunks_are_url_sources(loopback: LoopbackServer) -> None:

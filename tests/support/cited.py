@@ -1,6 +1,7 @@
 """Answers that cite sources or carry generated files, as each provider streams them: Claude
 with web search and with document citations (``citations_delta``), the Responses API with web
-search (``url_citation`` annotations) and its image generation tool, Gemini grounded on Google
+search (``url_citation`` annotations) and its image generation tool, a Chat Completions search
+model (a delta's ``annotations``), Gemini grounded on Google
 Search (``groundingMetadata``) and Gemini's image output (``inlineData``)."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 from tests.loopback import sse_body
 from tests.support.gemini import chunk, crlf_stream
 from tests.support.responses import completed, created, named
+from tests.support.wire import oa_chunk, oa_events, oa_usage
 
 #: A real 1×1 PNG, base64 as the providers send generated images.
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -178,4 +180,20 @@ def gemini_image() -> str:
         chunk({"text": "Here is your pixel."}),
         chunk({"inlineData": {"mimeType": "image/png", "data": PNG_1X1}, "thoughtSignature": "c2lnbmVk"},
               finish="STOP", usage=(8, 1290, 0)),
+    )
+
+
+def openai_search_answer() -> str:
+    """A Chat Completions search model (``gpt-4o-search-preview``): the text, then a delta with its
+    ``url_citation`` annotations."""
+    text = "Logical qubits now run for hours ([example.com](https://example.com/quantum))."
+    start = text.index("([")
+    annotations = [{"type": "url_citation", "url_citation": {
+        "url": NEWS[0], "title": NEWS[1], "start_index": start, "end_index": len(text) - 1}}]
+    return sse_body(
+        *oa_events(text[:20], text[20:]),
+        oa_chunk({"annotations": annotations}),
+        oa_chunk({}, "stop"),
+        oa_usage(15, 30),
+        done=True,
     )

@@ -27,6 +27,7 @@ from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_ma
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
 from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
+from .sources import chat_annotation_sources
 from .sse import SSEEvent
 
 __all__ = ["OpenAIChatModel", "map_openai_finish_reason", "tool_output_text"]
@@ -178,6 +179,8 @@ class _ChunkMapper(EventMapper):
         tool_deltas = delta.get("tool_calls")
         if tool_deltas:
             events += self.calls.add(tool_deltas)
+        if delta.get("annotations"):  # a search model's citations
+            events += chat_annotation_sources(delta["annotations"])
         return events
 
     def finish(self) -> Iterator[ModelEvent]:

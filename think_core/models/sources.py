@@ -7,6 +7,8 @@ the resulting :class:`~think_core.events.UrlSource` / :class:`~think_core.events
 - Anthropic: a ``citations_delta`` of a text block (``web_search_result_location``,
   ``search_result_location`` → a url; ``char_location``, ``page_location``,
   ``content_block_location`` → a document of the prompt).
+- OpenAI Chat Completions (search models, and servers that speak its format): a delta's
+  ``annotations`` (``url_citation``) → a url.
 - OpenAI Responses: ``response.output_text.annotation.added`` (``url_citation`` → a url,
   ``file_citation`` → a document); an ``image_generation_call`` output item → a file.
 - Gemini: a candidate's ``groundingMetadata.groundingChunks`` (``web``, ``retrievedContext``,
@@ -29,6 +31,7 @@ from ..events import DocumentSource, GeneratedFile, UrlSource
 
 __all__ = [
     "anthropic_citation_source",
+    "chat_annotation_sources",
     "gemini_grounding_sources",
     "gemini_inline_file",
     "responses_annotation_source",
@@ -98,6 +101,20 @@ def responses_annotation_source(annotation: Any) -> Source | None:
         return DocumentSource(_source_id(), "text/plain", title, filename,
                               _metadata("openai", annotation, "filename"))
     return None
+
+
+def chat_annotation_sources(annotations: Any) -> list[Source]:
+    """The sources of a Chat Completions delta's ``annotations``: each ``url_citation`` holds
+    the same fields as a Responses annotation, one level down."""
+    sources: list[Source] = []
+    for annotation in annotations if isinstance(annotations, list) else ():
+        if not isinstance(annotation, dict) or annotation.get("type") != "url_citation":
+            continue
+        cited = annotation.get("url_citation")
+        source = responses_annotation_source({**cited, "type": "url_citation"}) if isinstance(cited, dict) else None
+        if source is not None:
+            sources.append(source)
+    return sources
 
 
 def responses_image_file(item: Any) -> GeneratedFile | None:
