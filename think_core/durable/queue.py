@@ -153,10 +153,11 @@ class SubmissionQueue:
             )
 
     async def _drain(self) -> None:
-        """Until nothing of the session is unfinished: retake what a dead or expired owner
-        left, then claim the next submission in order. While an earlier one runs elsewhere,
-        look again every :data:`OWNER_CHECK` seconds. While the store is unavailable (past the
-        store's own retries), wait and try again: nothing accepted is dropped."""
+        """Until nothing of the session is unfinished: claim the next submission in order, or
+        (when an earlier one is still running) retake what a dead or expired owner left. While
+        an earlier one runs elsewhere, look again every :data:`OWNER_CHECK` seconds. While the
+        store is unavailable (past the store's own retries), wait and try again: nothing
+        accepted is dropped."""
         pause = OWNER_CHECK
         while True:
             try:
@@ -177,9 +178,9 @@ class SubmissionQueue:
                 self._interrupted.clear()
                 for row in resumed:
                     await self._run(row, recovering=True)
-            recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
-            for retaken in recovered:
-                await self._run(retaken, recovering=True)
+            # Claim first: a submission accepted here needs no sweep for orphans before it. One
+            # an orphan holds up (an earlier row still `running`) is not claimed (in order), and
+            # the sweep below retakes the orphan.
             claimed = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
             if claimed is not None:
                 await self._run(claimed, recovering=False)
@@ -188,6 +189,9 @@ class SubmissionQueue:
                 if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                     return False
                 continue
+            recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
+            for retaken in recovered:
+                await self._run(retaken, recovering=True)
             if recovered:
                 continue
             if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):

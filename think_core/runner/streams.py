@@ -4,8 +4,8 @@ turn from its first chunk and then follows it live.
 
 A :class:`LiveStream` holds the chunks of a turn running in this process in memory (followers
 read them from there, without a store round trip) and writes them to the store in batches
-behind the turn (at once on a boundary: a tool result, the end of a step, the end of the turn),
-so the hot path never waits for a write. A durable turn resumed after a crash writes its stream
+behind the turn (every :data:`BATCH` chunks or :data:`FLUSH_DELAY` seconds, and at its end), so
+the hot path never waits for a write. A durable turn resumed after a crash writes its stream
 again from what its journal restores (its finished steps), then goes on live; the chunks of the
 interrupted step go, as that step runs again. A stream another process runs is followed by
 polling the store.
@@ -37,8 +37,6 @@ POLL_INTERVAL = 0.25
 #: A stream another process runs is given up as dead after this long without a new chunk.
 STALE_AFTER = 120.0
 
-#: Chunks after which a write is due at once: a settled tool call, a finished step.
-_BOUNDARIES = frozenset({"tool-output-available", "tool-output-error", "tool-output-denied", "finish-step", "finish", "error", "abort"})
 
 
 def _default(value: Any) -> Any:
@@ -102,7 +100,10 @@ class LiveStream:
             self._started = True
         self.chunks.append(chunk)
         self._wake()
-        if chunk.get("type") in _BOUNDARIES or len(self.chunks) - self._written >= BATCH:
+        # No write of its own for a step's or a tool call's end: a durable turn resumed after a
+        # crash writes its stream again from its journal, so the log only serves followers, who
+        # can wait for the batch (a short turn is then one write instead of one per step).
+        if len(self.chunks) - self._written >= BATCH:
             self._write_soon()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(FLUSH_DELAY, self._write_soon)
