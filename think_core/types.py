@@ -15,7 +15,7 @@ from pydantic import AliasChoices, AliasGenerator, BaseModel, ConfigDict, Field,
 from pydantic.alias_generators import to_camel
 
 from .events import Chunk, DocumentSource, GeneratedFile, ModelEvent, UrlSource, Usage
-from .models.base import CallSettings, ModelMessage, ReasoningBlock, ToolCallRequest, ToolChoice
+from .models.base import CallSettings, ModelMessage, ModelMessages, ReasoningBlock, ToolCallRequest, ToolChoice
 from .tools import AnyTool
 
 Trigger = Literal[
@@ -142,7 +142,7 @@ class TurnContext(_Context):
 
     trigger: Trigger
     system: str
-    messages: list[ModelMessage]
+    messages: ModelMessages
     tools: dict[str, Any]
     model: Any
     continuation: bool = False
@@ -268,7 +268,7 @@ class StepContext(_Context):
     step_number: int
     steps: list[StepResult]
     model: Any
-    messages: list[ModelMessage]
+    messages: ModelMessages
     retry: StepRetry | None = None
 
 
@@ -323,7 +323,7 @@ class ToolCallContext(_Context):
     input: dict[str, Any]
     tool: Annotated[AnyTool, SkipValidation]
     """The tool being called: ``ctx.tool.annotations.read_only``, ``ctx.tool.name``, ..."""
-    messages: list[ModelMessage]
+    messages: ModelMessages
     usage: Usage = Field(default_factory=Usage)
     """The turn's token usage so far, the step whose model called this tool included."""
 
@@ -381,7 +381,7 @@ class ToolCallResultContext(_Context):
     input: dict[str, Any]
     tool: Annotated[AnyTool | None, SkipValidation] = None
     """The tool that was called (``None`` when the model named no known tool)."""
-    messages: list[ModelMessage] = Field(default_factory=list)
+    messages: ModelMessages = Field(default_factory=list)
     success: bool
     output: Any = None
     error: str | None = None

@@ -11,7 +11,7 @@ from typing import (
     runtime_checkable,
 )
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, WrapValidator
 
 from ..events import ModelEvent
 from .content import ContentPart, FilePart, TextPart, joined_text, tool_output_parts
@@ -78,6 +78,22 @@ ModelMessage = Annotated[
     UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
 ]
 
+_MESSAGE_TYPES = frozenset({UserMessage, AssistantMessage, ToolMessage})
+
+
+def _messages_as_built(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    # The history goes from the turn to its contexts and the request as message objects that
+    # pydantic would pass through unchanged anyway; telling that item by item (a union of
+    # models) cost a long chat's turn more than all the rest of it. So a list of exactly these
+    # objects is only copied (as validating it did); anything else is validated.
+    if type(value) is list and set(map(type, value)) <= _MESSAGE_TYPES:
+        return list(value)
+    return handler(value)
+
+
+#: A list of model messages (a field of the request and of the hook contexts).
+ModelMessages = Annotated[list[ModelMessage], WrapValidator(_messages_as_built)]
+
 
 class ToolSpec(BaseModel):
     """What the model is told about a tool."""
@@ -123,7 +139,7 @@ class ModelRequest(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     system: str = ""
-    messages: list[ModelMessage] = Field(default_factory=list)
+    messages: ModelMessages = Field(default_factory=list)
     tools: list[ToolSpec] = Field(default_factory=list)
     tool_choice: ToolChoice | None = None
     output: OutputSpec | None = None
