@@ -17,7 +17,9 @@ import pytest
 from tests.loopback import LoopbackServer, Reply
 from tests.support.agents import make_agent
 from tests.support.gemini import chunk, crlf_stream, gemini_model
-from tests.support.provider_files import GEMINI, PDF, PDF_URL, PNG, PNG_URL, PROVIDERS, Provider
+from tests.support.http_chat import api, post_chat, transport_body
+from tests.support.provider_files import ANTHROPIC, GEMINI, PDF, PDF_URL, PNG, PNG_URL, PROVIDERS, Provider
+from tests.support.web import user
 from think_core import File, tool
 from think_core.models.content import FilePart, TextPart
 from think_core.models.scripted import ScriptedModel, Step, call
@@ -136,6 +138,20 @@ async def test_the_ui_stream_carries_the_files_and_the_model_gets_them_typed() -
     assert result.parts == [TextPart(text="The chart:"),
                             FilePart(media_type="image/png", data=PNG, filename="chart.png"),
                             FilePart(media_type="application/pdf", data=PDF, filename="q3.pdf")]
+
+
+async def test_over_http_the_stream_and_the_stored_part_carry_a_tools_files(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply.sse(ANTHROPIC.tool_call("call_1", "report")), Reply.sse(ANTHROPIC.answer("Sales rose.")))
+    agent = make_agent(ANTHROPIC.model(loopback), tools=[report], store=":memory:")
+    async with api(agent) as http:
+        _, chunks = await post_chat(http, transport_body("q3", [user("How was Q3?", "u1")]))
+        history = (await http.get("/api/sessions/q3/messages")).json()["messages"]
+    [output] = [c for c in chunks if c["type"] == "tool-output-available"]
+    assert output["output"] == ITEMS  # what useChat puts in the tool part a page shows
+    [part] = [p for p in history[1]["parts"] if p.get("toolCallId") == "call_1"]
+    assert part["output"] == ITEMS
+    where, expected = RESULTS["anthropic"]
+    assert where(loopback.requests[1].json) == expected
 
 
 async def test_the_tool_cache_serves_a_result_with_files_whole() -> None:
