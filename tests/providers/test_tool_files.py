@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply
+from tests.recorder import Recorder
 from tests.support.agents import make_agent
 from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import api, post_chat, transport_body
@@ -152,6 +153,26 @@ async def test_over_http_the_stream_and_the_stored_part_carry_a_tools_files(loop
     assert part["output"] == ITEMS
     where, expected = RESULTS["anthropic"]
     assert where(loopback.requests[1].json) == expected
+
+
+@tool(read_only=True)
+def archive() -> list[Any]:
+    """The sources, zipped."""
+    return ["Here:", File(b"PK\x05\x06" + bytes(18), "application/zip", "src.zip")]
+
+
+async def test_a_tools_file_the_provider_cannot_take_becomes_a_note_and_a_warning(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply.sse(ANTHROPIC.tool_call("call_1", "archive")), Reply.sse(ANTHROPIC.answer("I cannot open it.")))
+    recorder = Recorder()
+    agent = make_agent(ANTHROPIC.model(loopback), tools=[archive], plugins=[recorder], store=":memory:")
+    result = await agent.session("s").chat("Send the sources.")
+    assert result.status == "completed"  # the tool ran: its result reaches the model, told what it cannot see
+    error = "anthropic cannot take a file of type 'application/zip' (src.zip)"
+    assert _anthropic_result(loopback.requests[1].json)["content"][0]["content"] == [
+        {"type": "text", "text": "Here:"},
+        {"type": "text", "text": f"[the tool returned a file the model cannot see: {error}]"}]
+    second_step = recorder.contexts["on_step_finish"][1]
+    assert second_step.warnings == [f"{error}; the tool's file was replaced by a note to the model"]
 
 
 async def test_the_tool_cache_serves_a_result_with_files_whole() -> None:

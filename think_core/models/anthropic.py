@@ -30,7 +30,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
-from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, tool_blocks, unsupported
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import anthropic_citation_source
@@ -355,7 +355,7 @@ def _messages(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
                 "type": "tool_result",
                 "tool_use_id": message.tool_call_id,
                 "content": tool_output_text(message) if tool_parts is None else
-                [_content_block(p, provider) for p in tool_parts],
+                tool_blocks(tool_parts, lambda part, _: _content_block(part, provider)),
             }
             if message.is_error:
                 result["is_error"] = True

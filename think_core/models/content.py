@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote_to_bytes
 
 from pydantic import BaseModel, Field
 
 from ..errors import UnsupportedContent
+from .exchange import warn
 
 __all__ = [
     "IMAGE_TYPES",
@@ -30,6 +31,7 @@ __all__ = [
     "TextPart",
     "text_or_file",
     "file_item",
+    "tool_blocks",
     "parse_data_url",
     "tool_output_parts",
     "unsupported",
@@ -176,6 +178,22 @@ def _item_part(item: Any) -> TextPart | FilePart | None:
         return FilePart.from_url(url, media_type, item.get("filename"))
     except ValueError:
         return None
+
+
+def tool_blocks(
+    parts: Sequence[TextPart | FilePart], block: Callable[[TextPart | FilePart, int], dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """A tool result's parts as a provider's blocks (``block(part, index)``). A file the provider
+    cannot take becomes a text block saying so, and a step warning: the tool has run, so its
+    result must reach the model, which is told what it cannot see instead of nothing."""
+    blocks: list[dict[str, Any]] = []
+    for n, part in enumerate(parts):
+        try:
+            blocks.append(block(part, n))
+        except UnsupportedContent as exc:
+            warn(f"{exc}; the tool's file was replaced by a note to the model")
+            blocks.append(block(TextPart(text=f"[the tool returned a file the model cannot see: {exc}]"), n))
+    return blocks
 
 
 def joined_text(parts: Sequence[TextPart | FilePart]) -> str:

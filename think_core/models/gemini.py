@@ -35,7 +35,7 @@ from ..errors import ProviderError
 from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputDelta, ToolInputStart, Usage
 from ._wire import decode_json, stop_reason_mapper, tool_output_text
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
-from .content import FilePart, TextPart, text_or_file, unsupported
+from .content import FilePart, TextPart, text_or_file, tool_blocks, unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import gemini_grounding_sources, gemini_inline_file
 from .sse import SSEEvent
@@ -283,7 +283,7 @@ def _function_response(
     if tool_parts is None:
         output = message.output if isinstance(message.output, (dict, list)) else tool_output_text(message)
     else:
-        mapped = [_part(p, provider) for p in tool_parts]
+        mapped = tool_blocks(tool_parts, lambda part, _: _part(part, provider))
         output = "\n".join(p["text"] for p in mapped if "text" in p)
         files = [p for p in mapped if "text" not in p]
     response: dict[str, Any] = {"id": message.tool_call_id, "name": message.tool_name, "response": {key: output}}

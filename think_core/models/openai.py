@@ -25,7 +25,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import TextEventShape, decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
-from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, tool_blocks, unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import chat_annotation_sources
 from .sse import SSEEvent
@@ -344,8 +344,7 @@ def _tool_content(message: ToolMessage, provider: str, files: list[dict[str, Any
         return tool_output_text(message)
     text: list[str] = []
     attached: list[dict[str, Any]] = []
-    for n, part in enumerate(tool_parts):
-        block = _content_block(part, provider, n)
+    for block in tool_blocks(tool_parts, lambda part, n: _content_block(part, provider, n)):
         if block["type"] == "text":
             text.append(block["text"])
         else:

@@ -28,7 +28,7 @@ from ..events import ModelEvent, ReasoningDelta, TextDelta, ToolCall, ToolInputD
 from ._http import stream_error
 from ._wire import decode_json, parse_tool_input, stop_reason_mapper, tool_output_text, wire_name
 from .base import AssistantMessage, ModelRequest, ToolMessage, UserMessage, apply_provider_options
-from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, unsupported
+from .content import IMAGE_TYPES, FilePart, TextPart, text_or_file, tool_blocks, unsupported
 from .exchange import warn_unsupported
 from .http_model import NO_EVENTS, EventMapper, HTTPModelOptions, StreamingHTTPModel
 from .sources import responses_annotation_source, responses_image_file
@@ -278,8 +278,8 @@ def _input(request: ModelRequest, provider: str) -> list[dict[str, Any]]:
         elif isinstance(message, ToolMessage):
             # Like Chat Completions, no error flag on a result: the output text says it.
             tool_parts = message.parts  # a tool's files: the output as a list of input items
-            output = tool_output_text(message) if tool_parts is None else [
-                _input_part(p, provider, n) for n, p in enumerate(tool_parts)]
+            output = tool_output_text(message) if tool_parts is None else tool_blocks(
+                tool_parts, lambda part, n: _input_part(part, provider, n))
             items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": output})
     return items
 
