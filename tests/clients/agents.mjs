@@ -163,6 +163,27 @@ await run({
     tab.unmount();
   },
 
+  async "a plugin's ask (before_tool_call) is an approval request with its reason"() {
+    const name = unique("ask");
+    const tab = mountTab(name);
+    await connected(tab);
+    tab.now().sendMessage({ text: "note: call Ana on 555-0123" });
+    const asked = await waitFor(() => {
+      const part = toolPart(tab.now().messages, "save_note");
+      return part?.state === "approval-requested" && tab.turnEnds.length === 1 && part;
+    }, "the approval request demo_policy asked for");
+    assert.equal(asked.approval.requestReason, "notes with a phone number need a human", JSON.stringify(asked));
+    tab.now().addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    const done = await waitFor(
+      () => toolPart(tab.now().messages, "save_note")?.state === "output-available" && settled(tab),
+      "the answer after approval",
+    );
+    assert.equal(toolPart(done.messages, "save_note").output, "saved: call Ana on 555-0123");
+    const stored = await storedMessages(name);
+    assert.equal(toolPart(stored, "save_note").approval.requestReason, "notes with a phone number need a human");
+    tab.unmount();
+  },
+
   async "a client-side tool runs in the page and the turn continues with its result"() {
     const name = unique("client-tool");
     // The README's snippet: `tools` sends the schema with each request, `onToolCall` answers.

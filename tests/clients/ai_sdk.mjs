@@ -170,6 +170,28 @@ await run({
     hook.unmount();
   },
 
+  async "a plugin's ask (before_tool_call) is an approval request with its reason"() {
+    const id = unique("ask");
+    const hook = mountChat(id, [], { options: { sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses } });
+    await settled(hook);
+    hook.result.current.sendMessage({ text: "note: call Ana on 555-0123" });
+    const asked = await waitFor(() => {
+      const part = toolPart(hook.result.current.messages, "save_note");
+      return part?.state === "approval-requested" && hook.result.current.status === "ready" && part;
+    }, "the approval request demo_policy asked for");
+    assert.equal(asked.approval.requestReason, "notes with a phone number need a human");
+    const waiting = await storedMessages(id);
+    assert.equal(toolPart(waiting, "save_note").approval.requestReason, "notes with a phone number need a human");
+    assert.equal(waiting[1].metadata.decisions[asked.toolCallId].by, "demo_policy");
+    hook.result.current.addToolApprovalResponse({ id: asked.approval.id, approved: true });
+    const done = await waitFor(
+      () => toolPart(hook.result.current.messages, "save_note")?.state === "output-available" && hook.result.current.status === "ready" && hook.result.current,
+      "the approved call's result",
+    );
+    assert.equal(toolPart(done.messages, "save_note").output, "saved: call Ana on 555-0123");
+    hook.unmount();
+  },
+
   async "an error before any output: the client and the server hold the same messages, before and after a reload"() {
     const id = unique("fail");
     const hook = mountChat(id);

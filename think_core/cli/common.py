@@ -183,9 +183,10 @@ def build_agent(args: argparse.Namespace, **extra: Any) -> Think:
     kwargs.update(extra)
     chosen: Any = model
     if model == DEMO_MODEL:
-        from .demo_model import TOOLS, demo_model
+        from .demo_model import TOOLS, DemoPolicy, demo_model
 
         kwargs["tools"] = [*TOOLS, *kwargs.get("tools", ())]
+        kwargs["plugins"] = [*kwargs.get("plugins", ()), DemoPolicy()]  # its notes with a phone number ask a human
         chosen = demo_model()
     if isinstance(kwargs.get("store"), str):
         kwargs["store"] = open_database(kwargs["store"])

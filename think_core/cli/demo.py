@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -26,12 +25,10 @@ from .. import (
     StepContext,
     StepResult,
     ToolCallContext,
-    ToolCallDecision,
     ToolCallResultContext,
     TurnContext,
     TurnResult,
     UIMessage,
-    ask,
     hookimpl,
 )
 from ..agent import Think
@@ -40,7 +37,7 @@ from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step
 from ..turn.compaction import SUMMARY_SYSTEM
 from . import plugin_command
-from .demo_model import TOOLS, demo_step
+from .demo_model import PHONE, TOOLS, DemoPolicy, demo_step
 
 
 class DemoModel:
@@ -135,20 +132,6 @@ class Timeline:
         events, self.events = self.events, []
         return events
 
-
-class DemoPolicy:
-    """Asks a human before a note with a phone number in it is saved (``ask``)."""
-
-    name = "demo_policy"
-
-    @hookimpl
-    def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
-        if ctx.tool_name == "save_note" and PHONE.search(str(ctx.input)):
-            return ask("notes with a phone number need a human")
-        return None
-
-
-PHONE = re.compile(r"\d{3}-\d{4}")
 
 TURNS = [
     ("What's the weather in Lisbon and Oslo?", None),

@@ -18,10 +18,12 @@ import zlib
 from typing import Any
 
 from ..errors import ProviderError
+from ..hooks.markers import hookimpl
 from ..models.base import ModelRequest, ToolMessage
 from ..models.scripted import ScriptedModel, ScriptedToolCall, Step
 from ..models.scripted import call as scripted_call
 from ..tools import Tool, tool
+from ..types import ToolCallContext, ToolCallDecision, ask
 
 #: Seconds between streamed words in ``chat`` and ``serve``: slow enough to read and to stop
 #: (``$THINK_DEMO_DELAY`` sets another pace, e.g. for a test that needs a longer answer).
@@ -80,6 +82,21 @@ def send_email(to: str, text: str) -> str:
 
 
 TOOLS: list[Tool[Any, Any]] = [get_weather, save_note, send_email]
+
+PHONE = re.compile(r"\d{3}-\d{4}")
+
+
+class DemoPolicy:
+    """The demo's approval policy, a plugin like any other: a note with a phone number in it
+    is saved only once a human approves it (``ask`` from ``before_tool_call``)."""
+
+    name = "demo_policy"
+
+    @hookimpl
+    def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
+        if ctx.tool_name == "save_note" and PHONE.search(str(ctx.input)):
+            return ask("notes with a phone number need a human")
+        return None
 
 
 def demo_model(*, delay: float = STREAM_DELAY) -> ScriptedModel:
