@@ -102,6 +102,11 @@ ToolPartState = Literal[
 """The ``state`` of a ``tool-<name>`` part of a :class:`UIMessage`, as the AI SDK spells it."""
 
 
+#: What a source part must hold (the AI SDK's schema): a stored one is streamed again on every
+#: replay, where a client refuses a source without them.
+_SOURCE_FIELDS = {"source-url": ("sourceId", "url"), "source-document": ("sourceId", "mediaType", "title")}
+
+
 class UIMessage(BaseModel):
     """A persisted chat message in the AI SDK ``UIMessage`` shape.
 
@@ -129,6 +134,9 @@ class UIMessage(BaseModel):
                 raise ValueError(f"part {index} ({kind}) needs a string 'text'")
             if (kind.startswith("tool-") or kind == "dynamic-tool") and not isinstance(part.get("toolCallId"), str):
                 raise ValueError(f"part {index} ({kind}) needs a string 'toolCallId'")
+            for key in _SOURCE_FIELDS.get(kind, ()):
+                if not isinstance(part.get(key), str):
+                    raise ValueError(f"part {index} ({kind}) needs a string {key!r}")
         return parts
 
     @property

@@ -10,6 +10,7 @@ from binascii import a2b_base64
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from tests.loopback import LoopbackServer, Reply, sse_body
 from tests.support import cited
@@ -19,7 +20,7 @@ from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import check_chunk
 from tests.support.responses import responses_model
 from tests.support.wire import anthropic_model, ask, collect, openai_model
-from think_core import hookimpl
+from think_core import ScriptedModel, hookimpl
 from think_core.events import DocumentSource, GeneratedFile, UrlSource
 from think_core.models.sources import (
     anthropic_citation_source,
@@ -246,3 +247,13 @@ async def test_a_thought_image_is_not_output_and_an_empty_citation_is_nothing(lo
         event_names=True,
     )))
     assert [e.type for e in await collect(anthropic_model(loopback), ask())] == ["text-delta", "finish"]
+
+
+async def test_a_source_part_without_what_a_client_needs_is_refused() -> None:
+    """Stored, it would be streamed on every replay as a chunk the AI SDK's clients refuse."""
+    session = make_agent(ScriptedModel([]), store=":memory:").session("s")
+    for part, missing in (({"type": "source-url", "sourceId": "src_1", "title": "t"}, "url"),
+                          ({"type": "source-document", "sourceId": "src_2", "mediaType": "text/plain"}, "title")):
+        with pytest.raises(ValidationError, match=f"needs a string '{missing}'"):
+            await session.add_messages([{"id": "a1", "role": "assistant", "parts": [part]}])
+    assert await session.messages() == []
