@@ -178,3 +178,18 @@ def test_the_error_names_type_provider_and_file() -> None:
         OpenAIChatModel("gpt-4o", api_key="k").build_body(request)
     assert str(caught.value) == "openai cannot take a file of type 'application/zip' (src.zip)"
     assert caught.value.media_type == "application/zip" and caught.value.provider == "openai"
+
+
+async def test_the_file_is_never_dropped_on_its_own_until_the_message_is_replaced(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply.sse(OPENAI.answer("Four.")))
+    agent = make_agent(OPENAI.model(loopback), store=":memory:")
+    session = agent.session("s")
+    archive = {"type": "file", "mediaType": "application/zip", "url": "data:application/zip;base64,UEsFBg=="}
+    assert (await session.chat(attached(archive))).status == "error"
+    later = await session.chat("What is 2+2?")
+    assert later.status == "error" and "application/zip" in (later.error or "") and loopback.requests == []
+    # Without the file (the client edited the message away), the chat goes on.
+    kept = [m for m in await session.messages() if m.role == "user" and m.text == "What is 2+2?"]
+    await session.replace_messages(kept)
+    assert (await session.chat("And now?")).status == "completed"
+    assert OPENAI.user_contents(loopback.requests[0].json) == ["What is 2+2?", "And now?"]
