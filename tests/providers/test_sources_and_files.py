@@ -20,7 +20,7 @@ from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import check_chunk
 from tests.support.responses import responses_model
 from tests.support.wire import anthropic_model, ask, collect, openai_model
-from think_core import ScriptedModel, hookimpl
+from think_core import ScriptedModel, Step, hookimpl
 from think_core.events import DocumentSource, GeneratedFile, UrlSource
 from think_core.models.sources import (
     anthropic_citation_source,
@@ -257,3 +257,12 @@ async def test_a_source_part_without_what_a_client_needs_is_refused() -> None:
         with pytest.raises(ValidationError, match=f"needs a string '{missing}'"):
             await session.add_messages([{"id": "a1", "role": "assistant", "parts": [part]}])
     assert await session.messages() == []
+
+
+async def test_a_scripted_step_cites_and_draws_for_offline_tests() -> None:
+    """``Step(sources=..., files=...)``: a ported ``onStepFinish`` reading them is tested without a provider."""
+    page, image = UrlSource("src_1", NEWS[0], NEWS[1]), GeneratedFile("image/png", base64=PNG_1X1)
+    seen, chunks, stored = await answer(ScriptedModel([Step(text="Drawn from the news.", sources=[page], files=[image])]))
+    [step] = seen.steps
+    assert (step.sources, step.files, seen.events) == ([page], [image], [page, image])
+    assert [c["type"] for c in content_of(chunks)] == [p["type"] for p in content_of(stored.parts)] == ["source-url", "file"]

@@ -1,8 +1,8 @@
 """A deterministic model for tests, benchmarks and the offline demo.
 
 Each call to :meth:`ScriptedModel.stream` plays the next scripted :class:`Step`: reasoning,
-text (streamed in small pieces), tool calls (streamed as input fragments), usage, and
-optionally an error — raised before any output, or arriving in the stream after some text.
+text (streamed in small pieces), the sources it cites and the files it made, tool calls
+(streamed as input fragments), usage, and optionally an error — raised before any output, or arriving in the stream after some text.
 A step may also be a function of the request, for scripts that react to what they are sent.
 """
 
@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import (
+    DocumentSource,
     Finish,
+    GeneratedFile,
     ModelEvent,
     ReasoningDelta,
     StreamError,
@@ -24,6 +26,7 @@ from ..events import (
     ToolCall,
     ToolInputDelta,
     ToolInputStart,
+    UrlSource,
     Usage,
 )
 from .base import ModelRequest
@@ -44,12 +47,15 @@ class Step:
 
     ``error`` is raised before any output unless ``error_after_output`` is set, in which case
     the step's text and reasoning are streamed first and the error arrives in the stream.
-    ``input`` of a tool call may be a raw string, to script invalid JSON.
+    ``input`` of a tool call may be a raw string, to script invalid JSON. ``sources`` and
+    ``files`` are streamed after the text, as a provider's citations and generated images.
     """
 
     text: str = ""
     reasoning: str = ""
     tool_calls: list[ScriptedToolCall] = field(default_factory=list)
+    sources: list[UrlSource | DocumentSource] = field(default_factory=list)
+    files: list[GeneratedFile] = field(default_factory=list)
     usage: Usage | None = None
     finish_reason: str | None = None
     error: BaseException | None = None
@@ -143,6 +149,8 @@ class ScriptedModel:
                 yield StreamError(step.error)
                 return
             raise step.error
+        for made in (*step.sources, *step.files):
+            yield made
         for scripted in step.tool_calls:
             self._call_counter += 1
             call_id = scripted.id or f"call_{self._call_counter}"
