@@ -111,9 +111,12 @@ class UIMessage(BaseModel):
     """A persisted chat message in the AI SDK ``UIMessage`` shape.
 
     ``parts`` are plain dicts so they round-trip with AI SDK front ends: ``{"type": "text",
-    "text": ...}``, ``{"type": "reasoning", "text": ...}``, ``{"type": "step-start"}`` and
+    "text": ...}``, ``{"type": "reasoning", "text": ...}``, ``{"type": "step-start"}``,
     ``{"type": "tool-<name>", "toolCallId", "state", "input", "output", "errorText"}`` with a
-    ``state`` from :data:`ToolPartState`.
+    ``state`` from :data:`ToolPartState`, what an answer cites (``{"type": "source-url",
+    "sourceId", "url", "title"}``, ``{"type": "source-document", "sourceId", "mediaType",
+    "title", "filename"}``) and files (``{"type": "file", "mediaType", "url"}``: a user's
+    attachment, or an image the model made).
     """
 
     id: str
