@@ -12,18 +12,18 @@ from pathlib import Path
 
 from tests.loopback import LoopbackServer, Reply
 from tests.support.files import DOT_PNG, data_url, png_of_size
-from tests.support.wire import oa_text
+from tests.support.wire import oa_text, oa_tool_call
 
 ENV = {**{k: v for k, v in os.environ.items() if not k.startswith("THINK_")}, "COLUMNS": "200", "TERM": "dumb", "NO_COLOR": "1"}
 
 
-async def chat(tmp_path: Path, server: LoopbackServer, lines: list[str]) -> str:
+async def chat(tmp_path: Path, server: LoopbackServer, lines: list[str], *args: str) -> str:
     """``think chat`` on the loopback model, fed ``lines``; what it printed."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "think_core.cli", "chat", "--model", f"openai-compatible:m@{server.url}/v1",
-        "--db", str(tmp_path / "chat.db"), "--no-plugins",
+        "--db", str(tmp_path / "chat.db"), "--no-plugins", *args,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env={**ENV, "THINK_HOME": str(tmp_path), "OPENAI_COMPATIBLE_API_KEY": "sk-test"},
+        env={**ENV, "THINK_HOME": str(tmp_path), "OPENAI_COMPATIBLE_API_KEY": "sk-test", "PYTHONPATH": str(tmp_path)},
     )
     out, err = await asyncio.wait_for(process.communicate("".join(f"{line}\n" for line in lines).encode()), 120)
     assert process.returncode == 0 and "Traceback" not in err.decode(), err.decode()
@@ -62,3 +62,17 @@ async def test_a_file_over_the_limit_is_not_sent_and_nothing_is_stored(tmp_path:
     history = out.split("you> ")[4]
     assert "(no messages)" in history
     assert len(server.requests) == 1 and server.requests[0].json["messages"][-1]["content"] == "just text"
+
+
+async def test_a_tools_image_is_named_not_printed_as_base64(tmp_path: Path) -> None:
+    tools = tmp_path / "screen_tools.py"
+    tools.write_text(
+        "from think_core import File, tool\n\n"
+        "@tool\ndef snapshot() -> list:\n    '''Take a snapshot of the screen.'''\n"
+        f"    return ['the screen:', File({DOT_PNG!r}, 'image/png', 'screen.png')]\n"
+    )
+    async with LoopbackServer() as server:
+        server.enqueue(Reply.sse(oa_tool_call("call_1", "snapshot", "{}")), Reply.sse(oa_text("A dot.")))
+        out = await chat(tmp_path, server, ["show me", "/history", "/quit"], "--tools", "screen_tools:snapshot")
+    assert "← snapshot the screen: [screen.png (image/png)]" in out
+    assert "base64" not in out and "iVBOR" not in out

@@ -39,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _short(value: Any) -> str:
+    if _has_files(value):  # a tool's File results: named, never their base64
+        value = " ".join(f"[{_file_label(v)}]" if v.get("type") == "file" else str(v.get("text", "")) for v in value)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= MAX_SHOWN else text[: MAX_SHOWN - 1] + "…"
 
@@ -180,6 +182,12 @@ class DecisionLog:
 
 def _file_label(part: dict[str, Any]) -> str:
     return f"{part.get('filename') or 'a file'} ({part.get('mediaType')})"
+
+
+def _has_files(value: Any) -> bool:
+    """A tool output of text and file items (what a tool returning ``File`` gives)."""
+    items = value if isinstance(value, list) else []
+    return any(isinstance(v, dict) and v.get("type") == "file" for v in items) and all(isinstance(v, dict) for v in items)
 
 
 def _escape(text: str) -> str:
