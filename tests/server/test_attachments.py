@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tests.loopback import LoopbackServer, RecordedRequest, Reply
 from tests.support import agents
@@ -207,3 +208,24 @@ async def test_think_serve_takes_the_limits_from_its_flags_and_think_toml(tmp_pa
     assert both.status_code == 413 and "3,000 bytes per message" in both.json()["error"]["message"]
     assert fits.status_code == 200
     assert [m["id"] for m in stored if m["role"] == "user"] == ["u2"]
+
+
+async def test_a_64_mib_attachment_over_the_websocket_closes_that_connection_unread_and_nothing_is_stored() -> None:
+    model = ScriptedModel([Step(text="Small is fine.")])
+    agent = agents.make_agent(model, store=":memory:")  # the defaults: frames up to 33 MiB are read
+    huge = user_with_files("look", "u1", {"type": "file", "mediaType": "image/png", "filename": "huge.png",
+                                          "url": "data:image/png;base64," + "A" * (64 * MIB // 3 * 4)})
+    async with serve(agent) as base:
+        async with client(base, max_size=None) as c:
+            await c.recv()  # the history
+            # Past the WebSocket layer's limit: the frame is refused on its header (1009), never read.
+            with pytest.raises(ConnectionClosed) as closed:
+                await c.send(chat_request("huge", [huge]))
+                await c.recv()
+            assert closed.value.rcvd is None or closed.value.rcvd.code == 1009
+        async with client(base) as c:
+            assert (await c.recv())["messages"] == []
+            await c.send(chat_request("small", [user("small", "u2")]))
+            chunks, _ = await c.stream("small")
+    assert ui_text(chunks) == "Small is fine." and len(model.requests) == 1
+    assert [m.id for m in await agent.session("s1").messages()][0] == "u2"
