@@ -19,7 +19,7 @@ from think_core.session import Session
 
 LIMITS = AttachmentLimits(max_file_bytes=1000, max_message_bytes=1500)
 
-Entry = Callable[[Session, dict[str, Any]], Awaitable[Any]]
+Entry = Callable[[Session, Any], Awaitable[Any]]
 
 
 async def _chat(session: Session, message: dict[str, Any]) -> Any:
@@ -134,3 +134,19 @@ def test_limits_are_checked_as_settings() -> None:
         AttachmentLimits(max_file_bytes=0)
     agent = agents.make_agent(ScriptedModel([]), store=":memory:", attachments={"max_file_bytes": 5})
     assert agent.attachments == AttachmentLimits(max_file_bytes=5)
+
+
+@pytest.mark.parametrize("entry", [_chat, _submit], ids=["chat", "submit"])
+async def test_nothing_is_half_stored_on_either_backend(db: str, entry: Entry) -> None:
+    model = ScriptedModel([Step(text="Only the text.")])
+    agent = agents.make_agent(model, store=db, attachments=LIMITS)
+    session = agent.session("s")
+    valid_then_too_large = [
+        user_with_files("first", "u1", file_part(DOT_PNG)),
+        user_with_files("second", "u2", file_part(png_of_size(1001), filename="big.png")),
+    ]
+    with pytest.raises(AttachmentTooLarge, match="'big.png'"):
+        await entry(session, valid_then_too_large)
+    assert await session.messages() == [] and await session.list_submissions() == []
+    await session.chat("just text")
+    assert [m.role for m in await session.messages()] == ["user", "assistant"] and len(model.requests) == 1
