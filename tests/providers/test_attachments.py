@@ -28,6 +28,7 @@ from tests.support.provider_files import (
 )
 from think_core.errors import UnsupportedContent
 from think_core.messages import to_model_messages
+from think_core.models.anthropic import AnthropicModel
 from think_core.models.base import ModelRequest, UserMessage
 from think_core.models.content import FilePart, TextPart, parse_data_url
 from think_core.models.openai import OpenAIChatModel
@@ -130,6 +131,13 @@ def test_file_parts_become_typed_content_and_text_only_messages_stay_plain() -> 
     assert with_files == UserMessage(content=[
         TextPart(text="look"), FilePart(media_type="image/png", data=PNG, filename="dot.png")])
     assert with_files.text == "look"
+
+
+def test_a_browsers_media_type_alias_goes_under_its_iana_name() -> None:
+    request = ModelRequest(messages=[UserMessage(content=[FilePart(media_type="Image/JPG", data="/9j/4A==")])])
+    [message] = AnthropicModel("claude", api_key="k").build_body(request)["messages"]
+    assert message["content"] == [{"type": "image", "source": {"type": "base64", "media_type": "image/jpeg",
+                                                               "data": "/9j/4A=="}}]
 
 
 def test_data_urls_are_read_as_sent() -> None:

@@ -19,17 +19,19 @@ from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote_to_bytes
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from ..errors import UnsupportedContent
 from .exchange import warn
 
 __all__ = [
     "IMAGE_TYPES",
+    "MEDIA_TYPE_ALIASES",
     "ContentPart",
     "FilePart",
     "TextPart",
     "text_or_file",
+    "canonical_media_type",
     "file_item",
     "tool_blocks",
     "parse_data_url",
@@ -49,12 +51,25 @@ class TextPart(BaseModel):
     text: str
 
 
+#: Media types browsers and clients send under another name than the IANA one the APIs want.
+MEDIA_TYPE_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg", "audio/x-wav": "audio/wav",
+                      "audio/mp3": "audio/mpeg"}
+
+
+def canonical_media_type(media_type: str) -> str:
+    """``media_type`` lower-cased, under its IANA name (``image/jpg`` → ``image/jpeg``);
+    parameters (``;charset=utf-8``) are kept."""
+    base, sep, params = media_type.strip().partition(";")
+    base = base.strip().lower()
+    return MEDIA_TYPE_ALIASES.get(base, base) + sep + params
+
+
 class FilePart(BaseModel):
     """A file of a message: its bytes (``data``, base64) or where to fetch them (``url``).
-    ``media_type`` is the IANA type (``image/png``, ``application/pdf``)."""
+    ``media_type`` is the IANA type (``image/png``, ``application/pdf``), made canonical."""
 
     type: Literal["file"] = "file"
-    media_type: str
+    media_type: Annotated[str, AfterValidator(canonical_media_type)]
     data: str | None = None
     url: str | None = None
     filename: str | None = None
@@ -76,7 +91,7 @@ class FilePart(BaseModel):
     def kind(self) -> str:
         """``image``, ``pdf``, ``text``, ``audio``, ``video`` or ``other``: what decides how a
         provider takes it."""
-        major, _, minor = self.media_type.lower().partition("/")
+        major, _, minor = self.media_type.partition(";")[0].partition("/")
         if major == "application" and minor == "pdf":
             return "pdf"
         return major if major in ("image", "text", "audio", "video") else "other"

@@ -265,7 +265,7 @@ def _part(part: TextPart | FilePart, provider: str) -> dict[str, Any]:
     if isinstance(file, str):  # text, or a text/* file's content
         return {"text": file}
     kind = file.kind
-    if (kind == "image" and file.media_type.lower() not in _GEMINI_IMAGES) or kind == "other":
+    if (kind == "image" and file.media_type not in _GEMINI_IMAGES) or kind == "other":
         raise unsupported(file, provider)
     if file.data is None:
         return {"fileData": {"mimeType": file.media_type, "fileUri": file.url}}

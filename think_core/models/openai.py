@@ -356,7 +356,7 @@ def _tool_content(message: ToolMessage, provider: str, files: list[dict[str, Any
     return "\n".join(text)
 
 
-_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/mpeg": "mp3"}
 
 
 def _content_block(part: TextPart | FilePart, provider: str, index: int) -> dict[str, Any]:
