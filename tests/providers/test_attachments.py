@@ -70,10 +70,10 @@ IMAGE_AND_PDF = {
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
 async def test_an_image_and_a_pdf_reach_the_provider_in_the_first_and_a_later_turn(
-    provider: Provider, loopback: LoopbackServer, tmp_path: Any
+    provider: Provider, loopback: LoopbackServer, db: str
 ) -> None:
     loopback.enqueue(Reply.sse(provider.answer("A dot and a page.")), Reply.sse(provider.answer("Still a dot.")))
-    agent = make_agent(provider.model(loopback), store=str(tmp_path / "files.db"))
+    agent = make_agent(provider.model(loopback), store=db)  # SQLite and PostgreSQL
     session = agent.session("s")
     first = await session.chat(attached(png_part(), pdf_part()))
     assert first.status == "completed" and first.text == "A dot and a page."
@@ -87,6 +87,16 @@ async def test_an_image_and_a_pdf_reach_the_provider_in_the_first_and_a_later_tu
     assert provider.user_contents(loopback.requests[1].json)[0] == IMAGE_AND_PDF[provider.name]
     second_user = provider.user_contents(loopback.requests[1].json)[1]
     assert second_user in ("And now?", [{"text": "And now?"}])  # a text-only message stays plain text
+
+
+async def test_a_durable_submission_sends_the_files_too(loopback: LoopbackServer, db: str) -> None:
+    loopback.enqueue(Reply.sse(ANTHROPIC.answer("A dot and a page.")))
+    agent = make_agent(ANTHROPIC.model(loopback), store=db)
+    session = agent.session("s")
+    accepted = await session.submit_messages(attached(png_part(), pdf_part()))
+    done = await session.wait_for_submission(accepted.submission_id, timeout=60)
+    assert done.status == "completed"
+    assert ANTHROPIC.user_contents(loopback.requests[0].json) == [IMAGE_AND_PDF["anthropic"]]
 
 
 #: An image by https URL: each provider's URL form (the provider fetches it).
