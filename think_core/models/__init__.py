@@ -14,6 +14,7 @@ from .base import (
     ToolSpec,
     UserMessage,
 )
+from .content import FilePart, TextPart
 from .gemini import GeminiModel
 from .http_model import EventMapper, StreamingHTTPModel
 from .openai import OpenAIChatModel
@@ -38,11 +39,13 @@ __all__ = [
     "resolve_model",
     "AssistantMessage",
     "CallSettings",
+    "FilePart",
     "Model",
     "ModelMessage",
     "ModelRequest",
     "OutputSpec",
     "ReasoningBlock",
+    "TextPart",
     "ToolCallRequest",
     "ToolMessage",
     "ToolSpec",
