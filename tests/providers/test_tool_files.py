@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tests.support.gemini import chunk, crlf_stream, gemini_model
 from tests.support.http_chat import api, post_chat, transport_body
 from tests.support.provider_files import ANTHROPIC, GEMINI, PDF, PDF_URL, PNG, PNG_URL, PROVIDERS, Provider
 from tests.support.web import user
-from think_core import File, tool
+from think_core import File, hookimpl, substitute, tool
 from think_core.models.content import FilePart, TextPart
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.caching import ToolCache
@@ -173,6 +174,36 @@ async def test_a_tools_file_the_provider_cannot_take_becomes_a_note_and_a_warnin
         {"type": "text", "text": f"[the tool returned a file the model cannot see: {error}]"}]
     second_step = recorder.contexts["on_step_finish"][1]
     assert second_step.warnings == [f"{error}; the tool's file was replaced by a note to the model"]
+
+
+class Screenshotter:
+    """Answers every ``report`` call with a screenshot of its own (a plugin's substitute)."""
+
+    @hookimpl
+    def before_tool_call(self, ctx: Any) -> Any:
+        if ctx.tool_name == "report":
+            return substitute(["From the cache of screens:", File(PNG, "image/png")])
+        return None
+
+
+async def test_a_plugins_substitute_and_a_streaming_tools_results_may_hold_files() -> None:
+    @tool(read_only=True)
+    async def render(pages: int) -> AsyncIterator[Any]:
+        """Render pages, one preview per page."""
+        for page in range(1, pages + 1):
+            yield [f"page {page}", File(PNG, "image/png", f"p{page}.png")]
+
+    model = ScriptedModel([Step(tool_calls=[call("render", {"pages": 2}, id="r"), call("report", {}, id="s")]), "ok"])
+    agent = make_agent(model, tools=[render, report], plugins=[Screenshotter()], store=":memory:")
+    chunks = [c async for c in agent.session("s").stream("Render.")]
+    outputs = {(c["toolCallId"], c.get("preliminary", False)): c["output"]
+               for c in chunks if c["type"] == "tool-output-available"}
+    page = {"type": "file", "mediaType": "image/png", "url": PNG_URL}
+    assert outputs[("r", True)] == [{"type": "text", "text": "page 2"}, {**page, "filename": "p2.png"}]
+    assert outputs[("s", False)] == [{"type": "text", "text": "From the cache of screens:"}, page]
+    results = {m.tool_call_id: m.parts for m in model.requests[1].messages[-2:]}
+    assert results["s"] == [TextPart(text="From the cache of screens:"), FilePart(media_type="image/png", data=PNG)]
+    assert results["r"] == [TextPart(text="page 2"), FilePart(media_type="image/png", data=PNG, filename="p2.png")]
 
 
 async def test_the_tool_cache_serves_a_result_with_files_whole() -> None:
