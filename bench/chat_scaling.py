@@ -16,14 +16,18 @@ Each request is timed at three points from the moment it is handed to the sessio
            part of a request that is the engine's own bookkeeping
   model    the turn's first ``before_step`` (the model is about to be called): accept, plus
            the drain claiming the submission, appending the message and assembling the model's
-           input — which must read the whole history, since the model must see it
+           input (the whole history, as model messages: kept between turns, see
+           ``think_core/store/history_cache.py``)
   whole    the stream's end and the drain idle: the model's (scripted) answer stored too
 
-and, within ``to model``, the time the request spends on the model's input: reading the
-session's history (``Store.history``, compactions applied) and turning it into model messages
-(``to_model_messages``, timed by wrapping it where the turn calls it), garbage collections
-they set off included. That part grows with the conversation by nature (the model is sent all
-of it); ``whole − input`` is the rest of the request.
+and, within ``to model``, the time the request spends on the model's input: reading what
+changed in the session's history (``Store.history_changes``; ``Store.history`` when something
+reads it whole) and turning it into model messages (``to_model_messages``, timed by wrapping it
+where the history cache calls it); ``whole − input`` is the rest of the request.
+
+The sizes take their requests in turns (one request of each size per round, the first round a
+warm-up), so a slow spell of a shared machine hits them alike; ``× paired`` is the median over
+the rounds of a request's whole time against the first size's request of the same round.
 
 ``--transcript last`` sends only the new user message (a client that sends the last message
 only, as AI SDK's ``prepareSendMessagesRequest`` can); ``full`` sends the whole transcript
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import os
 import tempfile
@@ -86,15 +91,17 @@ def seed(store: Store, n: int) -> list[UIMessage]:
 _CONVERT = history_cache.to_model_messages
 
 
-def time_conversion(counting: CountingStore) -> None:
-    """Count the time the turn spends turning the history into model messages (in ``spent``)."""
+def time_conversion(countings: list[CountingStore]) -> None:
+    """Count the time the turn spends turning the history into model messages (in the
+    ``spent`` of the store recording: one at a time)."""
     def timed(history: Any) -> Any:
         start = time.perf_counter()
         try:
             return _CONVERT(history)
         finally:
-            if counting.recording:
-                counting.spent["to_model_messages"] += time.perf_counter() - start
+            for counting in countings:
+                if counting.recording:
+                    counting.spent["to_model_messages"] += time.perf_counter() - start
 
     history_cache.to_model_messages = timed
 
@@ -124,15 +131,74 @@ async def one_request(
     }
 
 
-async def run_size(n: int, repeat: int, mode: str, resend: bool, spec: str | None, tmp: str) -> dict[str, Any]:
-    schema = f"bench_chat_{n}_{os.getpid()}"  # on PostgreSQL a fresh schema per size, dropped after it
-    store = postgres_store(spec, schema) if spec else open_store(os.path.join(tmp, f"chat-{n}.db"))
-    try:
-        return await measure(store, n, repeat, mode, resend)
-    finally:
-        store.close()
-        if spec:
-            drop_schema(spec, schema)
+class SizeRun:
+    """One size's session (its own store and agent), taking one request at a time, so that the
+    sizes can take their requests in turns: a slow spell of the shared machine then hits every
+    size alike, and the ratio of each round's requests is compared, not whole runs."""
+
+    def __init__(self, n: int, store: Store, mode: str, resend: bool) -> None:
+        self.n, self.store, self.mode, self.resend = n, store, mode, resend
+        self.history = seed(store, n)
+        self.counting = CountingStore(store)
+        self.clock = StepClock()
+        self.results: list[dict[str, Any]] = []
+
+    async def open(self, stack: contextlib.AsyncExitStack) -> None:
+        # A model that does not look at what it is sent (a usage of its own: no estimate from the input).
+        model = ScriptedModel([Step(text="ok", usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))], repeat=True)
+        self.agent = await stack.enter_async_context(
+            Think(model, store=self.counting, plugins=[self.clock], load_entrypoints=False)
+        )
+        await self.agent.session(SESSION).open()
+
+    async def request(self, r: int) -> None:
+        """Request ``r`` (the first is a warm-up, not kept)."""
+        message = UIMessage(id=f"new-{r}", role="user", parts=[{"type": "text", "text": f"question {r}"}])
+        transcript = [*self.history, message] if self.mode == "full" else [message]
+        result = await one_request(self.agent, self.counting, self.clock, transcript)
+        if self.resend:  # the same message sent again (a retry, a reload): its answer replayed
+            result = await one_request(self.agent, self.counting, self.clock, transcript)
+        if r:
+            self.results.append(result)
+        if self.mode == "full":
+            self.history = self.store.list_messages(SESSION)
+
+    def summary(self, base: SizeRun) -> dict[str, Any]:
+        results = self.results
+        counting_keys = sorted({k for res in results for k in res["calls"]})
+        per_request = {k: sorted({res["calls"].get(k, 0) for res in results}) for k in counting_keys}
+        return {
+            "n": self.n,
+            "accept": median([r["accept"] for r in results]),
+            "model": median([r["model"] for r in results]),
+            "whole": median([r["whole"] for r in results]),
+            # Each round's request against the base size's in the same round, the median of those.
+            "paired": median([r["whole"] / b["whole"] for r, b in zip(results, base.results, strict=True)]),
+            "input": median([r["input"] for r in results]),
+            "rest": median([r["whole"] - r["input"] for r in results]),
+            "calls": sorted({sum(r["calls"].values()) for r in results}),
+            "by_method": per_request,
+        }
+
+
+async def run_sizes(sizes: list[int], repeat: int, mode: str, resend: bool, spec: str | None, tmp: str) -> list[dict[str, Any]]:
+    schemas = {n: f"bench_chat_{n}_{os.getpid()}" for n in sizes}  # on PostgreSQL a fresh schema per size
+    with contextlib.ExitStack() as closing:
+        runs = []
+        for n in sizes:
+            store = postgres_store(spec, schemas[n]) if spec else open_store(os.path.join(tmp, f"chat-{n}.db"))
+            closing.callback(store.close)
+            if spec:
+                closing.callback(drop_schema, spec, schemas[n])
+            runs.append(SizeRun(n, store, mode, resend))
+        time_conversion([run.counting for run in runs])
+        async with contextlib.AsyncExitStack() as stack:
+            for run in runs:
+                await run.open(stack)
+            for r in range(repeat + 1):
+                for run in runs:
+                    await run.request(r)
+        return [run.summary(runs[0]) for run in runs]
 
 
 def postgres_store(url: str, schema: str) -> Store:
@@ -147,40 +213,6 @@ def drop_schema(url: str, schema: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
-async def measure(store: Store, n: int, repeat: int, mode: str, resend: bool) -> dict[str, Any]:
-    history = seed(store, n)
-    counting = CountingStore(store)
-    clock = StepClock()
-    time_conversion(counting)
-    # A model that does not look at what it is sent (a usage of its own: no estimate from the input).
-    model = ScriptedModel([Step(text="ok", usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))], repeat=True)
-    results = []
-    async with Think(model, store=counting, plugins=[clock], load_entrypoints=False) as agent:
-        await agent.session(SESSION).open()
-        for r in range(repeat + 1):  # the first is a warm-up
-            message = UIMessage(id=f"new-{r}", role="user", parts=[{"type": "text", "text": f"question {r}"}])
-            transcript = [*history, message] if mode == "full" else [message]
-            result = await one_request(agent, counting, clock, transcript)
-            if resend:  # the same message sent again (a retry, a reload): its answer replayed
-                result = await one_request(agent, counting, clock, transcript)
-            if r:
-                results.append(result)
-            if mode == "full":
-                history = store.list_messages(SESSION)
-    counting_keys = sorted({k for res in results for k in res["calls"]})
-    per_request = {k: sorted({res["calls"].get(k, 0) for res in results}) for k in counting_keys}
-    return {
-        "n": n,
-        "accept": median([r["accept"] for r in results]),
-        "model": median([r["model"] for r in results]),
-        "whole": median([r["whole"] for r in results]),
-        "input": median([r["input"] for r in results]),
-        "rest": median([r["whole"] - r["input"] for r in results]),
-        "calls": sorted({sum(r["calls"].values()) for r in results}),
-        "by_method": per_request,
-    }
 
 
 def _calls(values: list[int]) -> str:
@@ -201,13 +233,14 @@ async def main() -> None:
           f"store={'postgresql' if args.postgres else 'sqlite file'}")
     print(f"# {machine()}")
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [await run_size(n, args.repeat, args.transcript, args.resend, args.postgres, tmp) for n in sizes]
+        rows = await run_sizes(sizes, args.repeat, args.transcript, args.resend, args.postgres, tmp)
     base = rows[0]
     print(table(
-        ["prior msgs/subs", "accept ms", "×", "to model ms", "×", "whole ms", "×", "model input ms", "whole − input ms", "×",
-         "store calls"],
+        ["prior msgs/subs", "accept ms", "×", "to model ms", "×", "whole ms", "×", "× paired", "model input ms",
+         "whole − input ms", "×", "store calls"],
         [[r["n"], r["accept"], r["accept"] / base["accept"], r["model"], r["model"] / base["model"],
-          r["whole"], r["whole"] / base["whole"], r["input"], r["rest"], r["rest"] / base["rest"], _calls(r["calls"])]
+          r["whole"], r["whole"] / base["whole"], r["paired"], r["input"], r["rest"], r["rest"] / base["rest"],
+          _calls(r["calls"])]
          for r in rows],
     ))
     methods = sorted({m for r in rows for m in r["by_method"]})
