@@ -41,7 +41,7 @@ class AttachmentLimits(BaseModel):
 #: URL schemes a file part may use: its bytes inline, or a link the provider fetches itself.
 REMOTE_SCHEMES = ("https://", "http://")
 
-#: The media types whose bytes have a signature think checks, and the aliases browsers use.
+#: Other names some browsers and tools give JPEG, checked as ``image/jpeg``.
 _ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
 
 
