@@ -109,6 +109,8 @@ async def test_files_within_the_limits_are_stored_as_sent(db: str) -> None:
         "u2",
         file_part(png_of_size(700)),
         file_part(b"%PDF-1.4 tiny", "application/pdf", "a.pdf"),
+        file_part(JPEG_START, "image/jpg", "photo.jpg"),  # another name of JPEG
+        {"type": "file", "mediaType": "text/plain", "filename": "n.txt", "url": "data:text/plain,a%20note"},
         {"type": "file", "mediaType": "image/png", "url": "https://example.com/large.png"},
     )
     await session.chat(first)
