@@ -3,8 +3,9 @@ documents), as every provider's request mapping reads them.
 
 A file is either its bytes (``data``, base64, from a ``data:`` URL) or a URL the provider
 fetches itself (``https://``). Each provider maps the parts onto its own blocks and raises
-:class:`~think_core.errors.UnsupportedContent` for a file it cannot take, before any request:
-a file is never dropped silently.
+:class:`~think_core.errors.UnsupportedContent` for a user's file it cannot take, before any
+request; a tool's file it cannot take becomes a note to the model and a step warning
+(:func:`tool_blocks`). A file is never dropped silently.
 
 Tool results carry files in the JSON form the UI stream and the store use (the AI SDK ``file``
 part): ``[{"type": "text", "text": ...}, {"type": "file", "mediaType": ..., "url": ...}]``;
