@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import AttachmentTooLarge, InvalidAttachment
 from ..messages import MessageInput, coerce_messages
-from ..models.content import parse_data_url
+from ..models.content import canonical_media_type, parse_data_url
 from ..types import UIMessage
 
 __all__ = ["AttachmentLimits", "check_attachments", "checked_messages", "sniff_media_type"]
@@ -40,10 +40,6 @@ class AttachmentLimits(BaseModel):
 
 #: URL schemes a file part may use: its bytes inline, or a link the provider fetches itself.
 REMOTE_SCHEMES = ("https://", "http://")
-
-#: Other names some browsers and tools give JPEG, checked as ``image/jpeg``.
-_ALIASES = {"image/jpg": "image/jpeg", "image/pjpeg": "image/jpeg"}
-
 
 def sniff_media_type(data: bytes) -> str | None:
     """The media type ``data``'s first bytes announce, for the formats chat pages send most;
@@ -85,7 +81,7 @@ def _file_bytes(part: dict[str, Any], limits: AttachmentLimits) -> int:
     if url[:5].lower() != "data:":
         raise InvalidAttachment(f"{what}: 'url' must be a data: URL or an https:// URL, not {url[:16]!r}...")
     data = _decoded(url, what, limits)
-    declared = _ALIASES.get(media_type.lower(), media_type.lower())
+    declared = canonical_media_type(media_type)  # image/jpg is checked as image/jpeg
     found = sniff_media_type(data)
     if declared in SIGNED_TYPES and found != declared:
         looks = f"they look like {found}" if found else "they have no signature think knows"
