@@ -281,7 +281,12 @@ class SubmissionQueue:
         finished already): then nothing more comes, and the caller may replay the answer."""
         while True:
             try:
-                item = await asyncio.wait_for(queue.get(), OWNER_CHECK)
+                if queue.empty():
+                    # asyncio.timeout, not wait_for: no task of its own per chunk of a live stream.
+                    async with asyncio.timeout(OWNER_CHECK):
+                        item = await queue.get()
+                else:
+                    item = queue.get_nowait()
             except TimeoutError:
                 try:
                     row = await self.db.get_submission(self.session_id, submission_id)

@@ -52,7 +52,8 @@ class TurnRelay:
             self._announce()
         # `seq` is the chunk's place in the turn's stream log: a client that saw it live skips
         # it when the same chunk comes again in a resume's replay.
-        self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation, seq=self.seq))
+        if self.hub.connections(self.session_id):  # (an HTTP chat nobody watches: no frame to encode)
+            self._broadcast(chunk_frame(self.stream_id, chunk, continuation=self.transcript.continuation, seq=self.seq))
         self.seq += 1
 
     def _announce(self) -> None:
