@@ -23,6 +23,7 @@ from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
 from ..types import ToolCallResultContext, ToolPartState
 from .attach import file_part, message_with_files
+from .cited import CITED_TYPES, cited_line
 from .common import add_agent_arguments, endpoint_note, quiet_turn_failures
 from .history import outcome_lines
 from .serve import add_plugin_arguments, agent_from_args
@@ -72,6 +73,8 @@ class ChunkPrinter:
             self._text(kind, chunk)
         elif kind.startswith("tool-"):
             self._tool(kind, chunk)
+        elif kind in CITED_TYPES:  # what the answer cites, a file the model made: named, never base64
+            self._line(f"[dim]{_escape(f'[{cited_line(chunk)}]')}[/]")
         elif kind == "error":
             self.failed = True
             self._line(f"[red]error:[/] {_escape(chunk.get('errorText', ''))}{_escape(self.endpoint)}")
@@ -304,6 +307,8 @@ class ChatREPL:
             self.console.print(f"    {_escape(part['text'])}", highlight=False)
         elif kind == "reasoning" and part.get("text"):
             self.console.print(f"    [dim](thinking) {_escape(part['text'])}[/]", highlight=False)
+        elif kind in CITED_TYPES:
+            self.console.print(f"    [dim]{_escape(f'[{cited_line(part)}]')}[/]", highlight=False)
         elif is_tool_part(part):
             state: ToolPartState | None = part.get("state")
             outcome = part.get("output") if state == "output-available" else part.get("errorText") or state

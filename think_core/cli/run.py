@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from ..errors import ConfigurationError
+from .cited import CITED_TYPES, cited_line
 from .common import add_agent_arguments, add_plugin_arguments, agent_from_args, endpoint_note, quiet_turn_failures
 
 
@@ -33,21 +34,6 @@ def read_prompt(args: argparse.Namespace) -> str:
     if not prompt.strip():
         raise ConfigurationError("no prompt: stdin was empty")
     return prompt
-
-
-def cited(chunk: dict[str, Any]) -> str:
-    """A source the answer cites, or a file the model made, as one line beside the answer (a
-    terminal shows no image: its type and size say it came)."""
-    kind = chunk["type"]
-    if kind == "source-url":
-        return f"source {chunk.get('title') or chunk['url']}: {chunk['url']}"
-    if kind == "source-document":
-        return f"source {chunk['title']} ({chunk['mediaType']})"
-    url = str(chunk["url"])
-    if not url.startswith("data:"):
-        return f"file {chunk['mediaType']}: {url}"
-    data = url.partition(",")[2]
-    return f"file {chunk['mediaType']}, {len(data) * 3 // 4 - data.count('=')} bytes"
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -75,8 +61,8 @@ async def run(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
             elif kind == "tool-input-available":
                 print(f"\n[tool {chunk['toolName']}({chunk['input']})]", file=sys.stderr)
-            elif kind in ("source-url", "source-document", "file"):
-                print(f"\n[{cited(chunk)}]", file=sys.stderr)
+            elif kind in CITED_TYPES:
+                print(f"\n[{cited_line(chunk)}]", file=sys.stderr)
             elif kind == "error":
                 status = "error"
                 print(f"\nthink: error: {chunk['errorText']}{where}", file=sys.stderr)
