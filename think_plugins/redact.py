@@ -203,12 +203,20 @@ def _flushed(text: Redactor, thought: Redactor) -> list[ModelEvent]:
     return events
 
 
+#: The fields of a file item (``{"type": "file", "mediaType", "url", ...}``, a tool's ``File``)
+#: that are bytes or their type, not text: rewriting a match inside base64 would corrupt the file.
+_FILE_FIELDS = frozenset({"type", "mediaType", "url"})
+
+
 def _strings_rewritten(value: Any, rewrite: Any) -> Any:
-    """``value`` (JSON form) with ``rewrite`` applied to every string in it, keys included."""
+    """``value`` (JSON form) with ``rewrite`` applied to every string in it, keys included —
+    except the data of a file item (its filename is text and is rewritten)."""
     if isinstance(value, str):
         return rewrite(value)
     if isinstance(value, list):
         return [_strings_rewritten(item, rewrite) for item in value]
     if isinstance(value, dict):
+        if value.get("type") == "file":
+            return {k: v if k in _FILE_FIELDS else _strings_rewritten(v, rewrite) for k, v in value.items()}
         return {rewrite(k): _strings_rewritten(v, rewrite) for k, v in value.items()}
     return value

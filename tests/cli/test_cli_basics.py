@@ -41,7 +41,8 @@ def test_trace_and_plugins_on_the_command_line(tmp_path: Path, home: Path) -> No
     assert done.returncode == 0, done.stderr
     trace = [line for line in done.stderr.splitlines() if "think.plugins.trace" in line]
     assert any(line.endswith(tuple("0123456789")) and "before_tool_call plugin=readonly_guard" in line for line in trace)
-    assert {line.split("plugin=")[1].split()[0] for line in trace} == {"readonly_guard"}  # --plugins: only it
+    # --plugins: of the entry points only it; demo_policy is the demo model's own (--model demo).
+    assert {line.split("plugin=")[1].split()[0] for line in trace} == {"readonly_guard", "demo_policy"}
 
 
 def test_plugins_flag_names_an_unknown_plugin(tmp_path: Path, home: Path) -> None:

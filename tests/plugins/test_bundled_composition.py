@@ -28,7 +28,7 @@ from think_core.agent import Think
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_plugins.analytics import read_sqlite_points
 
-BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "otel", "fallback", "budget"}
+BUNDLED = {"readonly_guard", "tool_cache", "analytics", "overflow_classifier", "otel", "fallback", "budget", "redact"}
 
 
 class Tools:

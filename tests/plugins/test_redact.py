@@ -123,3 +123,32 @@ async def test_without_patterns_it_does_nothing() -> None:
         async with Think(openai_model(provider), plugins=[Redact()], load_entrypoints=False) as think:
             result = await think.session("s").chat("hi")
     assert result.text == ANSWER
+
+
+async def test_a_tools_file_is_left_whole_while_its_text_is_masked() -> None:
+    """base64 can hold anything a pattern matches: a file item's data is not text to rewrite."""
+    import base64
+
+    from think_core import File
+
+    data = b"\x89PNG\r\n\x1a\n" + b"555-0123" * 8  # bytes whose base64 a digits pattern would hit
+    encoded = base64.b64encode(data).decode()
+
+    @tool
+    def snapshot() -> list[Any]:
+        """A picture and a caption."""
+        return ["called 555-0199", File(data=data, media_type="image/png", filename="555-0123.png")]
+
+    pattern = r"\d{3}-\d{4}|[A-Za-z0-9+/]{8}"  # the second alternative matches inside any base64
+    async with LoopbackServer() as provider:
+        provider.enqueue(Reply.sse(oa_tool_call("call_1", "snapshot", "{}")), Reply.sse(oa_text("Here.")))
+        think = Think(openai_model(provider), tools=[snapshot],
+                      plugins=[Redact({"patterns": [pattern], "tool_results": True})], load_entrypoints=False)
+        async with think:
+            session = think.session("s")
+            await session.chat("show me")
+            [stored] = [p for m in await session.messages() for p in m.parts if p.get("toolCallId") == "call_1"]
+    caption, picture = stored["output"]
+    assert caption == {"type": "text", "text": "called [redacted]"}
+    assert picture["url"] == f"data:image/png;base64,{encoded}" and picture["mediaType"] == "image/png"
+    assert "555-0123" not in picture.get("filename", "")
