@@ -9,19 +9,17 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 from tests.loopback import LoopbackServer, Reply
 from tests.support import cited
 from tests.support.agents import make_agent
-from tests.support.cited import LAB, NEWS, PNG_1X1
+from tests.support.cited import LAB, NEWS, PNG_1X1, GatedModel
 from tests.support.http_chat import api, check_chunk, post_chat, transport_body
 from tests.support.responses import responses_model
 from tests.support.web import roles, user
 from tests.support.wire import anthropic_model
-from think_core.models.base import ModelRequest
 
 TIMEOUT = 30.0
 CONTENT = ("source-url", "source-document", "file")
@@ -65,26 +63,6 @@ async def test_a_generated_image_is_stored_and_the_clients_transcript_with_it_is
     assert content_of(history[1]["parts"]) == [image]  # the earlier answer kept its image
     # The model's next request held the earlier answer's text, not its image.
     assert "data:image/png" not in json.dumps(loopback.requests[1].json)
-
-
-class GatedModel:
-    """A provider model whose stream waits, after its first source, until ``go`` is set (so a
-    test acts while the answer is half-way, whatever the machine's speed)."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.model_id = model.model_id
-        self.provider = model.provider
-        self.cited = asyncio.Event()
-        self.go = asyncio.Event()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
-        async with aclosing(self.model.stream(request)) as events:
-            async for event in events:
-                yield event
-                if event.type == "source" and not self.cited.is_set():
-                    self.cited.set()
-                    await self.go.wait()
 
 
 async def sse_chunks(lines: AsyncIterator[str], until: str | None = None) -> list[dict[str, Any]]:

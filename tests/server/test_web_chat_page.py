@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.loopback import LoopbackServer, Reply
-from tests.support.browser import ARTIFACTS, CHROMIUM, LAUNCH_ARGS, WATCH_CSP
+from tests.support.browser import ARTIFACTS, CHROMIUM, Browser, say, wait_for_text
 from tests.support.tools import delete_file
 from think_core import ask, block, hookimpl, tool
 from think_core.agent import Think
@@ -29,40 +29,6 @@ pytestmark = [
 
 STATIC = Path(__file__).resolve().parents[2] / "think_core" / "server" / "static"
 PHONE = {"width": 390, "height": 844}
-
-
-class Browser:
-    """One Chromium for a test; pages record errors and CSP violations."""
-
-    def __init__(self, pw: Any) -> None:
-        self.pw = pw
-        self.errors: list[str] = []
-
-    async def __aenter__(self) -> Browser:
-        self.browser = await self.pw.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS, headless=True)
-        self.context = await self.browser.new_context()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.browser.close()
-
-    async def open(self, url: str, viewport: dict[str, int] | None = None) -> Any:
-        page = await self.context.new_page()
-        await page.set_viewport_size(viewport or {"width": 1280, "height": 800})
-        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        await page.add_init_script(WATCH_CSP)
-        await page.goto(url)
-        await page.wait_for_selector("#status.connected", timeout=10_000)
-        return page
-
-
-async def say(page: Any, text: str) -> None:
-    await page.fill("#input", text)
-    await page.press("#input", "Enter")
-
-
-async def wait_for_text(page: Any, text: str, timeout: float = 15_000) -> None:
-    await page.wait_for_function("t => document.querySelector('#messages').innerText.includes(t)", arg=text, timeout=timeout)
 
 
 def page_agent(*steps: Any, **kwargs: Any) -> Think:

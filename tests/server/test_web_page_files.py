@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.server.test_web_chat_page import Browser, say, wait_for_text
-from tests.support.browser import ARTIFACTS, CHROMIUM
+from tests.support.browser import ARTIFACTS, CHROMIUM, Browser, say, wait_for_text
 from tests.support.files import DOT_PNG, png_of_size
 from think_core import AttachmentLimits, File, tool
 from think_core.agent import Think

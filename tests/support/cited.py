@@ -6,13 +6,17 @@ Search (``groundingMetadata``) and Gemini's image output (``inlineData``)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from tests.loopback import sse_body
 from tests.support.gemini import chunk, crlf_stream
 from tests.support.responses import completed, created, named
 from tests.support.wire import oa_chunk, oa_events, oa_usage
+from think_core.models.base import ModelRequest
 
 #: A real 1×1 PNG, base64 as the providers send generated images.
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -197,3 +201,25 @@ def openai_search_answer() -> str:
         oa_usage(15, 30),
         done=True,
     )
+
+
+class GatedModel:
+    """A provider model whose stream waits, after its first event of type ``after`` (``source``,
+    ``file``), until ``go`` is set: a test acts while the answer is half-way, whatever the
+    machine's speed."""
+
+    def __init__(self, model: Any, after: str = "source") -> None:
+        self.model = model
+        self.model_id = model.model_id
+        self.provider = model.provider
+        self.after = after
+        self.cited = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        async with aclosing(self.model.stream(request)) as events:
+            async for event in events:
+                yield event
+                if event.type == self.after and not self.cited.is_set():
+                    self.cited.set()
+                    await self.go.wait()

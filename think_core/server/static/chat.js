@@ -193,6 +193,8 @@
         }
         break;
       }
+      // What the answer cites and the files the model made: the chunk is the part (as useChat builds it).
+      case "source-url": case "source-document": case "file": msg.parts.push({ ...chunk }); break;
       case "error": note(msg.id).error = chunk.errorText; break;
       case "abort": note(msg.id).aborted = true; break;
       case "data-think-retry": note(msg.id).retry = chunk.data || {}; break;
@@ -501,6 +503,39 @@
     return html + `</details>`;
   }
 
+  // What an answer cites (its source-url and source-document parts, each source once), listed
+  // under it. A provider's URL is untrusted: only an http(s) one becomes a link (never
+  // javascript: or data:), and every title is text.
+  function sourceUrl(url) {
+    try {
+      const parsed = new URL(String(url));
+      return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed : null;
+    } catch { return null; }
+  }
+  function sourceItem(part) {
+    if (part.type === "source-document") {
+      const name = part.title || part.filename || "document";
+      return `<li class="source document" data-type="${esc(part.mediaType || "")}">${esc(name)} <span class="type">${esc(part.mediaType || "")}</span></li>`;
+    }
+    const link = sourceUrl(part.url);
+    const title = part.title || String(part.url);
+    if (!link) return `<li class="source">${esc(title)}</li>`;
+    const host = link.host !== title ? ` <span class="host">${esc(link.host)}</span>` : "";
+    return `<li class="source"><a href="${esc(link.href)}" target="_blank" rel="noopener noreferrer" title="${esc(link.href)}">${esc(title)}</a>${host}</li>`;
+  }
+  function renderSources(m) {
+    const seen = new Set();
+    let items = "";
+    for (const part of m.parts || []) {
+      if (part.type !== "source-url" && part.type !== "source-document") continue;
+      const key = part.type === "source-url" ? "url " + part.url : "doc " + part.mediaType + " " + part.title;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      items += sourceItem(part);
+    }
+    return items ? `<div class="sources"><div class="label">sources</div><ol>${items}</ol></div>` : "";
+  }
+
   function retryText(r) {
     const cause = r.status || r.classification || "an error";
     // After a fallback the step is asked of another model at once: say which.
@@ -533,6 +568,7 @@
       if (error && !(next && next.role === "assistant")) html += errorBubble(m.id, error);
       return html;
     }
+    body += renderSources(m);
     if (extra.retry && !error) body += `<div class="retry">${esc(retryText(extra.retry))}</div>`;
     if (error) body += `<div class="error">⚠ ${esc(error)}</div>`;
     // Stopped: live from the stream, or — after a reload — from the stored answer's metadata.
