@@ -264,27 +264,41 @@ async def stream_with_retry(
     Each attempt's iterator is closed (``aclose``) when it fails, when the stream ends and
     when the consumer stops early, so the HTTP response behind it is always released.
     """
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(policy.max_retries + 1),
-        wait=policy.wait,
-        retry=retry_if_exception(policy.should_retry),
-        before_sleep=_notify,
-        reraise=True,
-    )
-    stream: AsyncIterator[E] | None = None
+    stream: AsyncIterator[E] = open_stream()
     first: E | None = None
     empty = False
-    async for attempt in retrying:
-        with attempt:
-            stream = open_stream()
-            try:
-                first = await stream.__anext__()
-            except StopAsyncIteration:
-                empty = True
-            except BaseException:
-                await _aclose(stream)
-                raise
-    assert stream is not None
+    # The first attempt runs without tenacity: its machinery costs every step CPU, and almost
+    # every step succeeds at once. A failure is handed to tenacity as its first attempt's, so
+    # what is retried, how often and after which wait is tenacity's policy as before.
+    failed: BaseException | None = None
+    try:
+        first = await stream.__anext__()
+    except StopAsyncIteration:
+        empty = True
+    except BaseException as exc:
+        await _aclose(stream)
+        failed = exc
+    if failed is not None:
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(policy.max_retries + 1),
+            wait=policy.wait,
+            retry=retry_if_exception(policy.should_retry),
+            before_sleep=_notify,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if failed is not None:
+                    error, failed = failed, None
+                    raise error
+                stream = open_stream()
+                try:
+                    first = await stream.__anext__()
+                except StopAsyncIteration:
+                    empty = True
+                except BaseException:
+                    await _aclose(stream)
+                    raise
     try:
         if empty:
             return
