@@ -1,7 +1,8 @@
-"""The pinned AI SDK ``useChat`` shows what an answer cites and the image a model made:
-``think serve --model google:…`` as a child process, its Gemini a loopback server speaking
-Gemini's wire format (a Google Search grounded answer, then an image), driven by
-``sources.mjs`` (see it for the checks). Skips and fails as ``test_clients.py`` does."""
+"""The pinned AI SDK ``useChat`` (HTTP) and Cloudflare's ``useAgentChat`` (WebSocket) show what
+an answer cites and the image a model made: ``think serve --model google:…`` as a child
+process, its Gemini a loopback server speaking Gemini's wire format (a Google Search grounded
+answer, then an image), driven by ``sources.mjs`` (see it for the checks). Skips and fails as
+``test_clients.py`` does."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def gemini_answer(request: RecordedRequest) -> Reply:
     return Reply.sse(cited.gemini_image() if "Draw" in asked else cited.gemini_grounded())
 
 
-async def test_use_chat_shows_sources_and_a_generated_image(tmp_path: Path, loopback: LoopbackServer) -> None:
+async def test_use_chat_and_use_agent_chat_show_sources_and_a_generated_image(tmp_path: Path, loopback: LoopbackServer) -> None:
     require_clients()
     assert NODE is not None
     loopback.handler = gemini_answer
@@ -46,5 +47,5 @@ async def test_use_chat_shows_sources_and_a_generated_image(tmp_path: Path, loop
             )
             out = (await asyncio.wait_for(node.communicate(), SCRIPT_TIMEOUT))[0].decode()
     checks = [line for line in out.splitlines() if line.startswith("ok ")]
-    assert node.returncode == 0 and len(checks) == 2 and "FAIL" not in out, out + (tmp_path / "serve.log").read_text()
-    assert len(loopback.requests) == 2  # one model request per answer
+    assert node.returncode == 0 and len(checks) == 4 and "FAIL" not in out, out + (tmp_path / "serve.log").read_text()
+    assert len(loopback.requests) == 4  # one model request per answer
