@@ -73,10 +73,10 @@ class JournalReplay:
                 replay.results[entry.key] = data
             elif entry.kind == "streamed":
                 replay._snapshot(data)
-                replay.streamed[int(entry.key)] = data["step"]
+                replay.streamed[int(entry.key)] = _with_files(data["step"], data["parts"])
             elif entry.kind == "step":
                 replay._snapshot(data)
-                replay.steps.append(data["step"])
+                replay.steps.append(_with_files(data["step"], data["parts"]))
         return replay
 
     def _snapshot(self, data: dict[str, Any]) -> None:
@@ -204,7 +204,44 @@ class TurnJournal:
 
 def _snapshot(step: StepResult, message: UIMessage) -> dict[str, Any]:
     return {
-        "step": step.model_dump(mode="json", include=_STEP_FIELDS),
+        "step": _by_reference(step.model_dump(mode="json", include=_STEP_FIELDS), message.parts),
         "message_id": message.id,
         "parts": message.parts,
     }
+
+
+# A generated file's bytes are in the entry twice otherwise — the step's ``files`` and the
+# answer's ``file`` part (a data URL) — and an image is megabytes. The step keeps the index of
+# the part holding them instead (``base64_part``); a file no part holds (a plugin's
+# transform_stream dropped its chunk) keeps its bytes.
+def _by_reference(step: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    files = step.get("files")
+    if not files:
+        return step
+    step["files"] = [_file_reference(file, parts) for file in files]
+    return step
+
+
+def _file_reference(file: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    if file.get("base64") is None:
+        return file  # a url: nothing big to share
+    url = f"data:{file['media_type']};base64,{file['base64']}"
+    for index in range(len(parts) - 1, -1, -1):  # the step's files are among the latest parts
+        part = parts[index]
+        if part.get("type") == "file" and part.get("url") == url:
+            return {**{k: v for k, v in file.items() if k != "base64"}, "base64_part": index}
+    return file
+
+
+def _with_files(step: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """A journaled step whose files' bytes are read back from the parts they were stored in."""
+    files = step.get("files")
+    if not files:
+        return step
+    restored = []
+    for file in files:
+        if "base64_part" in file:
+            file = dict(file)
+            file["base64"] = str(parts[file.pop("base64_part")]["url"]).partition(",")[2]
+        restored.append(file)
+    return {**step, "files": restored}
