@@ -28,6 +28,7 @@ from .durable.queue import SubmissionQueue, SubmitResult
 from .events import Usage
 from .messages import MessageInput, new_id, served
 from .runner.failures import TurnMemory, TurnRecovery
+from .runner.opening import Opening
 from .runner.streams import SessionStreams
 from .runner.turn_runner import TurnRunner
 from .store import Submission
@@ -72,7 +73,7 @@ class Session:
         self._plugin_manager = plugin_manager
         self._db: AsyncStore = deps.db
         self._hooks = deps.hooks
-        self._opened: asyncio.Future[None] | None = None
+        self._opening = Opening(self._open_once)
         self._memory = TurnMemory()
         self._recovery = TurnRecovery(self, deps, self._memory)
         #: The session's resumable streams: what a client joining late replays and follows.
@@ -110,40 +111,20 @@ class Session:
     async def open(self) -> Session:
         """Fire ``configure_session`` (once per process) and start recovering durable submissions.
         Every entry path awaits this; call it yourself to surface plugin errors early."""
-        while True:
-            if self._opened is None:
-                opening = self._opened = asyncio.get_running_loop().create_future()
-                try:
-                    await self._db.ensure_session(self.id)
-                    await self._hooks.configure_session(self)
-                    await self._submissions.recover()
-                    if self._on_open is not None:
-                        self._on_open(self)
-                except BaseException as exc:
-                    # Callers waiting on this attempt get its error; the next caller tries
-                    # again (a cancelled or failed first open must not break the session).
-                    self._opened = None
-                    opening.set_exception(exc)
-                    opening.exception()  # retrieved: each waiter re-raises it below
-                    raise
-                # Waiters resume only after this task has gone on to queue for the turn lock,
-                # so concurrent first calls keep their order.
-                opening.set_result(None)
-                return self
-            attempt = self._opened
-            try:
-                await asyncio.shield(attempt)
-                return self
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if attempt.done() and not attempt.cancelled() and task is not None and not task.cancelling():
-                    continue  # the opener was cancelled, not us: open again ourselves
-                raise
+        await self._opening()
+        return self
+
+    async def _open_once(self) -> None:
+        await self._db.ensure_session(self.id)
+        await self._hooks.configure_session(self)
+        await self._submissions.recover()
+        if self._on_open is not None:
+            self._on_open(self)
 
     @property
     def is_open(self) -> bool:
         """Whether the session was opened in this process (its submissions are watched)."""
-        return self._opened is not None and self._opened.done() and not self._opened.cancelled()
+        return self._opening.done
 
     def resume_submissions(self) -> None:
         """Start draining the session's unfinished submissions (a no-op while a drain runs)."""
