@@ -1,5 +1,6 @@
 """``think run`` names what the answer cites and the files the model made, on stderr beside the
-answer (a real ``think`` process, its Gemini a loopback server speaking Gemini's stream)."""
+answer, and ``think history`` in the stored answers (a real ``think`` process, its Gemini a
+loopback server speaking Gemini's stream)."""
 
 from __future__ import annotations
 
@@ -27,3 +28,11 @@ async def test_think_run_lists_sources_and_files(tmp_path: Path, loopback: Loopb
     )
     assert drawn.stdout == "Here is your pixel.\n"
     assert drawn.stderr == f"\n[file image/png, {len(a2b_base64(PNG_1X1))} bytes]\n"
+    history = await asyncio.to_thread(think, tmp_path, tmp_path, "history", "cli", "--db", str(tmp_path / "chats.db"))
+    assert history.returncode == 0, history.stderr
+    assert history.stdout.split("\n\n")[1::2] == [
+        "assistant: Logical qubits now run for hours and error rates fell."
+        "\n[source example.com: https://vertexaisearch.cloud.google.com/grounding-api-redirect/AbF9]"
+        f"\n[source lab.example.org: {LAB[0]}]",
+        f"assistant: Here is your pixel.\n[file image/png, {len(a2b_base64(PNG_1X1))} bytes]",
+    ]

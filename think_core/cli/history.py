@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigurationError
 from ..messages import is_tool_part, tool_name_of
+from .cited import CITED_TYPES, cited_line
 from .stored import add_db_arguments, open_stored
 
 
@@ -35,6 +36,8 @@ def _part_lines(part: dict[str, Any]) -> list[str]:
         if "output" in part:
             return [f"{call} → {json.dumps(part['output'], ensure_ascii=False)}]"]
         return [f"{call} {part.get('state', '')}]".replace(" ]", "]")]
+    if kind in CITED_TYPES:  # what an answer cites, a file (its type and size, never its bytes)
+        return [f"[{cited_line(part)}]"]
     return []  # reasoning, step boundaries: not part of what was said
 
 
