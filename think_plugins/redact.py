@@ -26,7 +26,7 @@ no longer matches its signature when it is sent back: set ``reasoning: false`` t
 ``send_reasoning`` off if clients must not see it).
 
 Patterns are compiled with the `regex <https://pypi.org/project/regex/>`_ library (``pip
-install 'think[redact]'``), a superset of ``re``'s syntax.
+install 'think-agent[redact]'``), a superset of ``re``'s syntax.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _compile(patterns: list[str]) -> Any:
     try:
         import regex
     except ImportError as exc:  # the extra is missing: say how to get it
-        raise ValueError("redact needs the 'regex' library: pip install 'think[redact]'") from exc
+        raise ValueError("redact needs the 'regex' library: pip install 'think-agent[redact]'") from exc
     try:
         compiled = regex.compile("|".join(f"(?:{p})" for p in patterns))
     except regex.error as exc:
