@@ -149,18 +149,18 @@ class RowsBase:
     @staticmethod
     def _delete_messages(conn: Any, session_id: str, message_ids: Sequence[str]) -> int:
         """Delete messages by id with the compactions anchored on them; returns how many went."""
-        deleted = 0
-        if message_ids:
-            RowsBase._next_revision(conn, session_id, reset=True)
+        deleted = overlays = 0
         for message_id in message_ids:
             deleted += conn.execute(
                 "DELETE FROM messages WHERE session_id = ? AND message_id = ?",
                 (session_id, message_id),
             ).rowcount
-            conn.execute(
+            overlays += conn.execute(
                 "DELETE FROM compactions WHERE session_id = ? AND (from_message_id = ? OR to_message_id = ?)",
                 (session_id, message_id, message_id),
-            )
+            ).rowcount
+        if deleted or overlays:  # (nothing to order here: a reset has every reader read it whole)
+            RowsBase._next_revision(conn, session_id, reset=True)
         return deleted
 
     def _upsert_message(self, conn: Any, session_id: str, message: UIMessage, now: float) -> None:
