@@ -497,7 +497,6 @@ async def test_a_client_too_far_behind_is_disconnected_not_silently_starved(monk
     monkeypatch.setattr(hub_module, "MAX_OUTBOX", 3)
     peer = NeverReads()
     connection = hub_module.Connection("s1", peer)  # type: ignore[arg-type]
-    connection.start()
     for i in range(10):
         connection.send({"type": "frame", "n": i})
         await asyncio.sleep(0)

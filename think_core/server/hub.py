@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Coroutine
 from typing import Any
 
@@ -25,12 +25,15 @@ MAX_OUTBOX = 10_000
 
 
 class Connection:
-    """One accepted WebSocket. ``send`` enqueues; the writer task delivers in order."""
+    """One accepted WebSocket. ``send`` enqueues; a writer task delivers in order while frames
+    are queued, and ends when the outbox is empty: an idle connection holds no task and no
+    queue (most open chats are idle, and each of those cost a few KiB)."""
 
     def __init__(self, session_id: str, websocket: WebSocket) -> None:
         self.session_id = session_id
         self.websocket = websocket
-        self._outbox: asyncio.Queue[str | None] = asyncio.Queue()
+        #: Frames waiting for the writer, which runs while there are any (both ``None`` when idle).
+        self._outbox: deque[str | None] | None = None
         self._writer: asyncio.Task | None = None
         self._aborting: asyncio.Task | None = None
         self.closed = False
@@ -50,24 +53,28 @@ class Connection:
         a snapshot wholesale, the optimistic user message included)."""
         return all(applied is not None and applied < read_at for applied in self.requests.values())
 
-    def start(self) -> None:
-        self._writer = asyncio.create_task(self._write(), name=f"think-ws-writer-{self.session_id}")
-
     def send(self, frame: dict[str, Any]) -> None:
         if self.closed:
             return
-        if self._outbox.qsize() >= MAX_OUTBOX:
+        if self._outbox is not None and len(self._outbox) >= MAX_OUTBOX:
             # A client this far behind is stuck: disconnect it (1013, "try again later") so it
             # reconnects and gets a fresh snapshot, instead of silently missing frames forever.
             logger.warning("closing a WebSocket of session %r: %d frames unsent", self.session_id, MAX_OUTBOX)
             self.closed = True
             self._aborting = asyncio.get_running_loop().create_task(self._abort())
             return
-        self._outbox.put_nowait(dumps(frame))
+        self._enqueue(dumps(frame))
+
+    def _enqueue(self, text: str) -> None:
+        if self._outbox is None:
+            self._outbox = deque()
+        self._outbox.append(text)
+        if self._writer is None:
+            self._writer = asyncio.get_running_loop().create_task(self._write(), name=f"think-ws-writer-{self.session_id}")
 
     async def _abort(self) -> None:
-        while not self._outbox.empty():
-            self._outbox.get_nowait()
+        if self._outbox is not None:
+            self._outbox.clear()
         if self._writer is not None:
             self._writer.cancel()
             await asyncio.gather(self._writer, return_exceptions=True)
@@ -77,28 +84,33 @@ class Connection:
             logger.debug("closing a stuck WebSocket of session %r: %s", self.session_id, exc)
 
     async def _write(self) -> None:
+        outbox = self._outbox
         try:
-            while True:
-                text = await self._outbox.get()
-                if text is None:
-                    break
+            while outbox:
+                text = outbox.popleft()
+                if text is None:  # closing: nothing is sent after it
+                    self.closed = True
+                    return
                 await self.websocket.send_text(text)
         except Exception as exc:  # the client went away mid-send
             logger.debug("WebSocket writer of session %r stopped: %s", self.session_id, exc)
-        finally:
             self.closed = True
+        finally:  # idle (or done): the next frame starts a writer of its own
+            self._writer = self._outbox = None
 
     async def close(self) -> None:
         """Stop the writer after it has flushed what is queued."""
         if self._aborting is not None:
             await asyncio.gather(self._aborting, return_exceptions=True)
             return
-        if self._writer is None:
-            return
+        writer = self._writer
         if not self.closed:
             self.closed = True
-            self._outbox.put_nowait(None)
-        await asyncio.wait([self._writer])
+            if writer is None or self._outbox is None:
+                return  # nothing queued
+            self._outbox.append(None)
+        if writer is not None:
+            await asyncio.wait([writer])
 
 
 class SessionHub:
@@ -121,7 +133,6 @@ class SessionHub:
     # -- connections -----------------------------------------------------------------------------
     def connect(self, session_id: str, websocket: WebSocket) -> Connection:
         connection = Connection(session_id, websocket)
-        connection.start()
         self._connections[session_id].add(connection)
         return connection
 

@@ -35,7 +35,7 @@ MAX_REQUESTS_IN_FLIGHT = 8
 #: Tool results and approvals one connection may have waiting at once.
 MAX_ANSWERS_IN_FLIGHT = 32
 
-Handler = Callable[[dict[str, Any]], Awaitable[None]]
+Handler = Callable[["ChatSocket", dict[str, Any]], Awaitable[None]]
 
 
 class ChatSocket:
@@ -57,16 +57,6 @@ class ChatSocket:
         self.max_frame_bytes = max_frame_bytes
         self.connection: Connection | None = None
         self.resume: StreamResume | None = None
-        self._handlers: dict[str, Handler] = {
-            F.USE_CHAT_REQUEST: self.on_chat_request,
-            F.CHAT_REQUEST_CANCEL: self.on_cancel,
-            F.CHAT_CLEAR: self.on_clear,
-            F.TOOL_RESULT: self.on_tool_result,
-            F.TOOL_APPROVAL: self.on_tool_approval,
-            F.STREAM_RESUME_REQUEST: self.on_resume_request,
-            F.STREAM_RESUME_ACK: self.on_resume_ack,
-            F.CHAT_MESSAGES: self.on_messages,
-        }
 
     # -- connection lifecycle -----------------------------------------------------------------
     async def run(self) -> None:
@@ -124,10 +114,10 @@ class ChatSocket:
                 raise ProtocolError(f"frame exceeds {self.max_frame_bytes} bytes", "payload_too_large")
             frame = F.parse_frame(text)
             frame_type = frame["type"]
-            handler = self._handlers.get(frame_type)
+            handler = _HANDLERS.get(frame_type)
             if handler is None:
                 raise ProtocolError(f"unknown frame type {frame_type!r}", "unknown_type")
-            await handler(frame)
+            await handler(self, frame)
         except ProtocolError as exc:
             if frame_type is None and exc.kind == "invalid_json":  # perhaps a chat request: it never became a turn
                 exc.message = await self._report_unparsed(exc)
@@ -325,6 +315,20 @@ def _optional_bool(frame: dict[str, Any], field: str) -> bool:
     if not isinstance(value, bool):
         raise ProtocolError(f"{frame.get('type')}: '{field}' must be a boolean")
     return value
+
+
+#: The method answering each frame type a client may send (one table for every connection:
+#: bound methods per connection would cost each idle one a dict and eight objects).
+_HANDLERS: dict[str, Handler] = {
+    F.USE_CHAT_REQUEST: ChatSocket.on_chat_request,
+    F.CHAT_REQUEST_CANCEL: ChatSocket.on_cancel,
+    F.CHAT_CLEAR: ChatSocket.on_clear,
+    F.TOOL_RESULT: ChatSocket.on_tool_result,
+    F.TOOL_APPROVAL: ChatSocket.on_tool_approval,
+    F.STREAM_RESUME_REQUEST: ChatSocket.on_resume_request,
+    F.STREAM_RESUME_ACK: ChatSocket.on_resume_ack,
+    F.CHAT_MESSAGES: ChatSocket.on_messages,
+}
 
 
 async def serve_socket(
