@@ -74,7 +74,8 @@ class _SessionHistory:
 
 
 def _converted(messages: list[UIMessage]) -> list[list[ModelMessage]]:
-    # Each stored message converts on its own (to_model_messages keeps no state across them).
+    # Each stored message converts on its own: to_model_messages keeps no state from one message
+    # to the next (tests/engine/test_long_history.py checks the cache against a whole conversion).
     return [to_model_messages((message,)) for message in messages]
 
 
@@ -102,13 +103,6 @@ class HistoryCache:
             self._sessions.move_to_end(session_id)
             self._evict()
             return history.up_to(up_to)
-
-    def forget(self, session_id: str | None = None) -> None:
-        """Drop one session's cached history (all of them when ``None``)."""
-        if session_id is None:
-            self._sessions.clear()
-        else:
-            self._sessions.pop(session_id, None)
 
     @staticmethod
     def _brought_up_to_date(cached: _SessionHistory | None, changes: HistoryChanges) -> _SessionHistory:
