@@ -132,3 +132,26 @@ async def test_a_probe_during_a_turn_that_shows_something_still_replays_it() -> 
     chunks = [json.loads(line) for line in replay[:-1]]
     assert chunks[0]["type"] == "start" and chunks[-1] == {"type": "error", "errorText": "cut off"}, chunks
     assert ui_text(chunks) == "Half an answer"
+
+
+async def test_a_websocket_client_connecting_after_the_failure_is_told_nothing_streams() -> None:
+    """The same window over the agents protocol: a tab that (re)connects while the failed turn's
+    stream is still open hears ``cf_agent_stream_resume_none`` — not ``resuming`` and a replay of
+    the lone error, which would become that tab's own error."""
+    from tests.support.ws import client, serve
+
+    hold = Hold("on_chat_response")
+    agent = failing_agent(hold)
+    async with serve(agent) as base, httpx.AsyncClient(base_url=base.replace("ws://", "http://"), timeout=TIMEOUT) as http:
+        sending = asyncio.create_task(send(http))
+        await asyncio.wait_for(hold.entered.wait(), DEADLINE)
+        assert (live := agent.session("s1").streams.current) is not None and live.streaming
+        async with client(base, "s1") as tab:
+            await tab.recv()  # the history, with the failure
+            assert [f["type"] for f in tab.opening] == [
+                "cf_agent_chat_messages", "cf_agent_stream_resume_none", "cf_agent_identity"]
+            await tab.send({"type": "cf_agent_stream_resume_request", "probeId": "p1"})
+            answer, _ = await tab.until(lambda f: f.get("probeId") == "p1")
+            assert answer["type"] == "cf_agent_stream_resume_none"
+        hold.release.set()
+        await asyncio.wait_for(sending, DEADLINE)
