@@ -249,7 +249,9 @@ def transform_tool_result(ctx: ToolCallResultContext) -> Any | None:
     ``tool_cache`` and ``after_tool_call`` see it. Not for failed calls (``ctx.error``).
 
     :param ctx: as ``after_tool_call``'s (``output`` is the output as rewritten so far, in
-        JSON form).
+        JSON form: a tool's :class:`~think_core.File` results are ``{"type": "file",
+        "mediaType", "url"}`` items, their bytes in a data URL — leave those alone unless you
+        mean to replace the file).
     :returns: the replacement output, or ``None`` to keep it. Chained in hook order
         (``tryfirst``/``trylast`` apply): each implementation sees what the ones before it made.
 
