@@ -54,6 +54,10 @@ What every context carries (``TurnContext``, ``StepContext``, ``ChunkContext``,
 * ``body`` — the turn's extra client data (``body=`` of the entry point, or the extra fields of
   a server request), or ``None``. A continuation without a body of its own sees the body of
   the turn it continues.
+
+The model messages a context lists (``ctx.messages``) are the session's, shared with its later
+turns (a long chat's history is not converted again per turn): never edit one in place — return
+new messages from ``before_turn`` / ``before_step`` (``TurnConfig(messages=...)``) instead.
 """
 
 from __future__ import annotations
