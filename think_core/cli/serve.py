@@ -97,7 +97,7 @@ async def run(args: argparse.Namespace) -> int:
         from ..server import DEFAULT_MAX_BODY_BYTES, create_app, ws_frame_limit
         from ..server.header_timeout import HEADER_TIMEOUT, with_header_timeout
         from ..server.logs import uvicorn_log_config
-        from ..server.ws_compression import uvicorn_ws_options
+        from ..server.ws_protocol import uvicorn_ws_options
     except ImportError as exc:
         print(f"think serve: the server extra is not installed ({exc.name}); pip install '{DISTRIBUTION}[server]'", file=sys.stderr)
         return 2

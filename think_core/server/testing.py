@@ -18,7 +18,7 @@ import httpx
 import uvicorn
 
 from .app import DEFAULT_MAX_BODY_BYTES, ws_frame_limit
-from .ws_compression import uvicorn_ws_options
+from .ws_protocol import uvicorn_ws_options
 
 
 @contextlib.asynccontextmanager

@@ -14,15 +14,13 @@ history, a state) are still compressed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.extensions.base import Extension
 from websockets.extensions.permessage_deflate import PerMessageDeflate, ServerPerMessageDeflateFactory
 from websockets.frames import Frame, Opcode
 from websockets.typing import ExtensionParameter
 
-__all__ = ["COMPRESS_THRESHOLD", "WS_COMPRESSION_MODES", "CompactWebSocketProtocol", "uvicorn_ws_options"]
+__all__ = ["COMPRESS_THRESHOLD", "WS_COMPRESSION_MODES", "CompactDeflateFactory"]
 
 #: Messages shorter than this go out uncompressed (node's ``ws`` uses the same default).
 COMPRESS_THRESHOLD = 1024
@@ -37,7 +35,7 @@ class _LargeMessageDeflate(PerMessageDeflate):
         return super().encode(frame)
 
 
-class _CompactDeflateFactory(ServerPerMessageDeflateFactory):
+class CompactDeflateFactory(ServerPerMessageDeflateFactory):
     def __init__(self) -> None:
         # uvicorn's window sizes; no context takeover either way, so nothing is kept between messages.
         super().__init__(
@@ -56,24 +54,6 @@ class _CompactDeflateFactory(ServerPerMessageDeflateFactory):
         return response, compact
 
 
-class CompactWebSocketProtocol(WebSocketsSansIOProtocol):
-    """uvicorn's sans-I/O WebSocket protocol with :class:`_CompactDeflateFactory` (``ws=`` takes a class)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.config.ws_per_message_deflate:
-            self.conn.available_extensions = [_CompactDeflateFactory()]
-
-
 #: ``think serve --ws-compression``: ``large`` (the default: as above), ``all`` (uvicorn's own:
 #: every message, the context kept per connection, ~44 KiB more per open connection), ``off``.
 WS_COMPRESSION_MODES = ("large", "all", "off")
-
-
-def uvicorn_ws_options(mode: str = "large") -> dict[str, Any]:
-    """The ``uvicorn.Config`` keyword arguments for a :data:`WS_COMPRESSION_MODES` mode."""
-    if mode not in WS_COMPRESSION_MODES:
-        raise ValueError(f"not a WebSocket compression mode: {mode!r} (one of {', '.join(WS_COMPRESSION_MODES)})")
-    if mode == "all":
-        return {"ws": "websockets-sansio", "ws_per_message_deflate": True}
-    return {"ws": CompactWebSocketProtocol, "ws_per_message_deflate": mode == "large"}
