@@ -34,7 +34,7 @@ from ..durable.queue import BODY_KEY, TRIGGER_KEY, SubmissionQueue
 from ..messages import is_tool_part
 from ..store import MessageWindow, Submission
 from ..turn.pending_calls import WAITING_STATES, ToolAnswer
-from ..turn.ui_stream import replay_chunks
+from ..turn.ui_replay import replay_chunks
 from ..types import Trigger, UIMessage
 from .authority import REGENERATE
 from .transcript import (

@@ -41,13 +41,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
-
-from pydantic import BaseModel
+from typing import Any, cast
 
 from ..errors import HookTimeout, PluginError, PluginResultError
 from ..types import (
-    ERROR_CLASSIFICATIONS,
     ChatErrorContext,
     ChatResponseResult,
     ChunkContext,
@@ -65,6 +62,7 @@ from ..types import (
 )
 from .limits import DEFAULT_HOOK_TIMEOUT, HookLimits
 from .plugins import ThinkPluginManager
+from .policies import BROADCAST, CLASSIFY, REPLACE_ERROR, SETUP, STEP_CONFIG, TOOL_DECISION, TURN_CONFIG, Policy
 from .tracing import traced_call, tracing_enabled
 from .watchdog import SLOW_SYNC_HOOK, BlockingWatch
 
@@ -72,7 +70,6 @@ __all__ = ["HookDispatcher", "tracing_enabled"]
 
 logger = logging.getLogger("think.plugins")
 
-_Config = TypeVar("_Config", bound=BaseModel)
 ChunkObserver = Callable[[ChunkContext], object]
 _Wrap = Callable[[str, str, Callable[..., Any]], Callable[..., Any]]
 
@@ -85,49 +82,6 @@ class _Impl:
     function: Callable[..., Any]
     argnames: tuple[str, ...]
     limit: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class _Policy:
-    """How :meth:`HookDispatcher._run` treats one hook.
-
-    ``first``: stop at the first result that is not ``None`` (after awaiting) and return it.
-    ``isolate``: log and skip a raising implementation instead of raising ``PluginError``.
-    ``accept``: turns a non-``None`` result into the hook's answer, raising ``TypeError`` /
-    ``ValueError`` when it cannot (the answer is then skipped when isolated, else refused).
-    """
-
-    first: bool
-    isolate: bool
-    accept: Callable[[Any], Any] | None = None
-
-
-def _model_of(model: type[_Config]) -> Callable[[Any], _Config]:
-    def accept(result: Any) -> _Config:
-        if isinstance(result, model):
-            return result
-        if isinstance(result, dict):
-            return model.model_validate(result)  # a ValidationError is a ValueError
-        raise TypeError(
-            f"got {type(result).__name__}; expected {model.__name__}, a dict of its fields, or None"
-        )
-
-    return accept
-
-
-def _classification(result: Any) -> ErrorClassification:
-    if isinstance(result, str) and result in ERROR_CLASSIFICATIONS:
-        return cast(ErrorClassification, result)
-    raise ValueError(f"not one of {', '.join(ERROR_CLASSIFICATIONS)}")
-
-
-_BROADCAST = _Policy(first=False, isolate=True)
-_SETUP = _Policy(first=False, isolate=False)
-_REPLACE_ERROR = _Policy(first=True, isolate=True)
-_CLASSIFY = _Policy(first=True, isolate=True, accept=_classification)
-_TURN_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(TurnConfig))
-_STEP_CONFIG = _Policy(first=True, isolate=False, accept=_model_of(StepConfig))
-_TOOL_DECISION = _Policy(first=True, isolate=False, accept=_model_of(ToolCallDecision))
 
 
 async def _within(awaitable: Any, impl: _Impl, hook: str) -> Any:
@@ -213,13 +167,13 @@ class HookDispatcher:
             for impl in reversed(getattr(self._pm.hook, hook).get_hookimpls())
         )
 
-    async def _run(self, hook: str, kwargs: dict[str, Any], policy: _Policy) -> Any:
+    async def _run(self, hook: str, kwargs: dict[str, Any], policy: Policy) -> Any:
         """Call ``hook``'s implementations in pluggy's order under ``policy``; returns the first
         accepted result of a firstresult hook, else ``None``."""
         result, _ = await self._run_named(hook, kwargs, policy)
         return result
 
-    async def _run_named(self, hook: str, kwargs: dict[str, Any], policy: _Policy) -> tuple[Any, str | None]:
+    async def _run_named(self, hook: str, kwargs: dict[str, Any], policy: Policy) -> tuple[Any, str | None]:
         """:meth:`_run`, also naming the plugin whose result was accepted (``None`` for none)."""
         for impl in self._impls(hook):
             try:
@@ -293,16 +247,16 @@ class HookDispatcher:
 
     async def configure_session(self, session: SessionView) -> None:
         """Broadcast; the first implementation that raises aborts opening the session."""
-        await self._run("configure_session", {"session": session}, _SETUP)
+        await self._run("configure_session", {"session": session}, SETUP)
 
     async def before_turn(self, ctx: TurnContext) -> TurnConfig | None:
         """firstresult; exceptions propagate so the turn fails closed."""
-        result: TurnConfig | None = await self._run("before_turn", {"ctx": ctx}, _TURN_CONFIG)
+        result: TurnConfig | None = await self._run("before_turn", {"ctx": ctx}, TURN_CONFIG)
         return result
 
     async def before_step(self, ctx: StepContext) -> StepConfig | None:
         """firstresult; exceptions propagate so the turn fails closed."""
-        result: StepConfig | None = await self._run("before_step", {"ctx": ctx}, _STEP_CONFIG)
+        result: StepConfig | None = await self._run("before_step", {"ctx": ctx}, STEP_CONFIG)
         return result
 
     async def before_tool_call(self, ctx: ToolCallContext) -> ToolCallDecision | None:
@@ -312,12 +266,12 @@ class HookDispatcher:
 
     async def decide_tool_call(self, ctx: ToolCallContext) -> tuple[ToolCallDecision | None, str | None]:
         """:meth:`before_tool_call`, also naming the plugin that decided (``None``: no decision)."""
-        result: tuple[ToolCallDecision | None, str | None] = await self._run_named("before_tool_call", {"ctx": ctx}, _TOOL_DECISION)
+        result: tuple[ToolCallDecision | None, str | None] = await self._run_named("before_tool_call", {"ctx": ctx}, TOOL_DECISION)
         return result
 
     async def after_tool_call(self, ctx: ToolCallResultContext) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._run("after_tool_call", {"ctx": ctx}, _BROADCAST)
+        await self._run("after_tool_call", {"ctx": ctx}, BROADCAST)
 
     @property
     def transforms_tool_results(self) -> bool:
@@ -359,21 +313,21 @@ class HookDispatcher:
 
     async def on_step_finish(self, ctx: StepResult) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._run("on_step_finish", {"ctx": ctx}, _BROADCAST)
+        await self._run("on_step_finish", {"ctx": ctx}, BROADCAST)
 
     async def on_chat_response(self, result: ChatResponseResult) -> None:
         """Broadcast; failures are logged and isolated."""
-        await self._run("on_chat_response", {"result": result}, _BROADCAST)
+        await self._run("on_chat_response", {"result": result}, BROADCAST)
 
     async def on_chat_error(self, error: BaseException, ctx: ChatErrorContext) -> Any | None:
         """firstresult replacement of a terminal error; a raising implementation is skipped."""
-        return await self._run("on_chat_error", {"error": error, "ctx": ctx}, _REPLACE_ERROR)
+        return await self._run("on_chat_error", {"error": error, "ctx": ctx}, REPLACE_ERROR)
 
     async def classify_chat_error(
         self, error: BaseException, ctx: ChatErrorContext
     ) -> ErrorClassification | None:
         """firstresult classification; raising or unknown answers count as no opinion."""
-        result: ErrorClassification | None = await self._run("classify_chat_error", {"error": error, "ctx": ctx}, _CLASSIFY)
+        result: ErrorClassification | None = await self._run("classify_chat_error", {"error": error, "ctx": ctx}, CLASSIFY)
         return result
 
     # -- register_commands: a registration hook, called outside any turn ---------------------

@@ -28,36 +28,28 @@ A turn fires, in order::
                    (before_tool_call, transform_tool_result, after_tool_call, on_chunk)*, on_step_finish
     on_chat_response            (after persistence and after the session's turn lock is released)
 
-A call that needs a human (a ``needs_approval`` tool, or ``before_tool_call`` answered
-``ask``) is decided by ``before_tool_call`` first and then waits: the turn ends there. An
-approval's continuation (``approve_tool_call(id, True)``) runs the approved calls inside its
-first step: ``before_turn``, ``before_step``, then ``before_tool_call`` (again, with that turn's
-state) / execution / ``transform_tool_result`` / ``after_tool_call`` for each approved call,
-then that step's model call.
+with ``classify_chat_error`` and ``on_chat_error`` on the error path. ``configure_session``
+fires when a session opens, ``register_commands`` when the ``think`` command line builds its
+parser; neither belongs to a turn. A call that needs a human (``needs_approval``, or ``ask``)
+is decided first, then waits: the turn ends; the approval's continuation runs it inside its
+first step (``before_turn``, ``before_step``, the call), before that step's model call.
 
 Each hook's docstring ends with **Think:** — what is deliberately different from Think, the
 TypeScript framework these hooks follow, for someone porting a Think agent.
-
-with ``classify_chat_error`` and ``on_chat_error`` on the error path. ``configure_session``
-fires when a session opens, ``register_commands`` when the ``think`` command line builds its
-parser; neither belongs to a turn.
 
 What every context carries (``TurnContext``, ``StepContext``, ``ChunkContext``,
 ``ToolCallContext``, ``ToolCallResultContext``, ``StepResult``, ``ChatResponseResult``,
 ``ChatErrorContext``):
 
 * ``session`` — a :class:`~think_core.types.SessionView`: ``id``, ``settings`` (the agent's
-  per-plugin settings), ``state`` (shared by the plugins of this session) and
-  ``state_for(plugin)`` (private to one plugin in this session). It is the live session, not a
-  copy; use nothing else of it, so a plugin keeps working whatever the engine's internals;
+  per-plugin settings), ``state`` (shared by the session's plugins) and ``state_for(plugin)``
+  (private to one plugin). The live session: use nothing else of it;
 * ``request_id`` — the turn's id (also the id ``session.cancel(request_id)`` takes);
 * ``body`` — the turn's extra client data (``body=`` of the entry point, or the extra fields of
-  a server request), or ``None``. A continuation without a body of its own sees the body of
-  the turn it continues.
+  a server request), or ``None``; a continuation without one sees its turn's.
 
-The model messages a context lists (``ctx.messages``) are the session's, shared with its later
-turns (a long chat's history is not converted again per turn): never edit one in place — return
-new messages from ``before_turn`` / ``before_step`` (``TurnConfig(messages=...)``) instead.
+The model messages a context lists are shared with the session's later turns: never edit one in
+place (return new ones, ``TurnConfig(messages=...)``).
 """
 
 from __future__ import annotations
@@ -180,10 +172,8 @@ def on_chunk(ctx: ChunkContext) -> None:
     """Observe one streamed event. **Hot path**: fires for every token.
 
     Fires for every event of the model stream (``text-delta``, ``reasoning-delta``,
-    ``tool-input-start``, ``tool-input-delta``, ``tool-call``, ``source``: a
-    :class:`~think_core.events.UrlSource` or :class:`~think_core.events.DocumentSource` the
-    answer cites, ``file``: a :class:`~think_core.events.GeneratedFile` the model made) and for
-    every tool result (``tool-result``, with ``preliminary=True`` for the intermediate yields of
+    ``tool-input-start``, ``tool-input-delta``, ``tool-call``, ``source`` — a ``UrlSource`` or
+    ``DocumentSource`` the answer cites — and ``file``, a ``GeneratedFile``) and for every tool result (``tool-result``, with ``preliminary=True`` for the intermediate yields of
     generator tools). A ``reasoning-delta`` may carry only ``provider_metadata`` and no text
     (Anthropic's signature at the end of a thinking block). A ``source`` comes each time the
     model cites it; ``StepResult.sources`` lists each once.
@@ -221,25 +211,20 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
         ``needs_approval`` tool's, and the approval request shows ``reason``), or ``None``,
         which allows the call.
 
-    Approval comes after the guards: for a ``needs_approval`` tool this hook runs *before*
-    anyone is asked, so a ``block`` or ``substitute`` settles the call without interrupting a
-    person, and an ``allow(input=...)`` rewrite is what the person sees (the tool part's
-    ``input``) and what runs once approved. When the approved call runs, in the continuation
-    turn the approval starts, this hook fires again with the approved arguments and that
-    turn's state: a ``block`` or ``substitute`` still wins, an ``ask`` or a new rewrite does not
-    apply (the person approved these arguments). ``after_tool_call`` records an asked call's
-    ``decided_by``; the stored answer's ``metadata.decisions`` says who asked and why.
+    Approval comes after the guards: for a call that will ask a human this hook runs first, so a
+    ``block`` or ``substitute`` settles it without asking anyone, and an ``allow(input=...)``
+    rewrite is what the person sees and what runs once approved. It fires again when the
+    approved call runs (in the continuation, with that turn's state): a ``block`` or
+    ``substitute`` still wins; an ``ask`` or a new rewrite does not apply.
 
     firstresult. If an implementation raises, or returns something that is not a
     ``ToolCallDecision`` (or a dict of its fields and no other key), this call fails with a
     :class:`~think_core.errors.PluginError` naming the plugin: the model receives an error
     result, ``after_tool_call`` sees ``success=False``, and the turn continues.
 
-    **Think:** Think asks for a ``needsApproval`` tool's approval before ``beforeToolCall`` and
-    decides the call only once approved; here the hook decides first (a guard's block never
-    reaches a person) and again at execution. ``ask`` has no Think counterpart (Think's
-    ``needsApproval`` may be a function of the input: ``ask`` is that, from any plugin). A tool
-    returning an async iterable streams preliminary results like a generator tool.
+    **Think:** Think asks for approval before ``beforeToolCall``; here the hook decides first
+    and again at execution. ``ask`` is Think's ``needsApproval`` function, from any plugin. A
+    tool returning an async iterable streams preliminary results like a generator tool.
     """
 
 
@@ -247,23 +232,19 @@ def before_tool_call(ctx: ToolCallContext) -> ToolCallDecision | None:
 def transform_tool_result(ctx: ToolCallResultContext) -> Any | None:
     """Rewrite a tool call's output before anyone sees it (mask a card number, trim a page).
 
-    Fires for every call that has an output — run, substituted or blocked (the block's reason
-    is its output), preliminary yields of a streaming tool included (``ctx.preliminary``) — after
-    the output is known and before the model, the store, the UI stream, a durable turn's journal,
-    ``tool_cache`` and ``after_tool_call`` see it. Not for failed calls (``ctx.error``).
+    Fires for every call with an output (run, substituted, blocked — the reason is its output —
+    and each preliminary yield, ``ctx.preliminary``), before the model, the store, the UI stream,
+    the journal, ``tool_cache`` and ``after_tool_call`` see it; not for failed calls.
 
-    :param ctx: as ``after_tool_call``'s (``output`` is the output as rewritten so far, in
-        JSON form: a tool's :class:`~think_core.File` results are ``{"type": "file",
-        "mediaType", "url"}`` items, their bytes in a data URL — leave those alone unless you
-        mean to replace the file).
-    :returns: the replacement output, or ``None`` to keep it. Chained in hook order
-        (``tryfirst``/``trylast`` apply): each implementation sees what the ones before it made.
+    :param ctx: as ``after_tool_call``'s; ``output`` is the output rewritten so far, in JSON form
+        (a tool's :class:`~think_core.File` is a ``{"type": "file", "mediaType", "url"}`` item).
+    :returns: the replacement output, or ``None`` to keep it. Chained in hook order: each
+        implementation sees what the ones before it made.
 
-    Fails closed: if an implementation raises (or times out), the call's result becomes an
-    error naming the plugin — the unmasked output is never shown — and the turn goes on.
-    A result reused after a crash is the rewritten one, so the hook does not fire for it again.
+    Fails closed: if an implementation raises (or times out), the call's result is an error
+    naming the plugin and the output is never shown; the turn goes on.
 
-    **Think:** no Think counterpart: ``afterToolCall`` there can only observe.
+    **Think:** no Think counterpart (``afterToolCall`` only observes).
     """
 
 
@@ -271,30 +252,22 @@ def transform_tool_result(ctx: ToolCallResultContext) -> Any | None:
 def transform_stream(ctx: TurnContext) -> StreamTransform | None:
     """Offer a transform of the turn's streamed events (redact, rewrite, hold back).
 
-    Fires once per turn, after ``before_turn``. A transform is a callable that takes an async
-    iterator of the step's model events (:mod:`think_core.events`: ``text-delta``,
-    ``reasoning-delta``, ``tool-input-start``, ``tool-input-delta``, ``tool-call``, ``finish``)
-    and returns an async iterator of events; it is applied to every step's stream (a retried
-    attempt included). The transforms of all plugins chain in hook order (``tryfirst``/
-    ``trylast`` apply): the first one's output is the next one's input.
-
-    What comes out is what everyone sees: ``on_chunk`` observers, WebSocket and HTTP clients,
-    the stored answer, ``TurnResult.text``, ``StepResult``, a durable turn's journal (so a turn
-    recovered after a crash and a resumed stream show the same), and the model in later turns.
-    A transform may hold text back (to catch a match split across chunks) but must flush it when
-    its input ends (the end of the step). Tool results are not in this stream: rewrite them with
-    ``transform_tool_result``.
+    Fires once per turn, after ``before_turn``. A transform takes an async iterator of a step's
+    model events (:mod:`think_core.events`) and returns one; it is applied to every step's
+    stream, and the transforms of all plugins chain in hook order. What comes out is what
+    everyone sees: ``on_chunk``, the clients, the stored answer, ``TurnResult``, ``StepResult``,
+    the journal (so recovery and resumed streams match) and the model's later turns. It may
+    hold text back (a match split across chunks) and must flush it when its input ends (the
+    end of the step). Tool results are not in this stream (``transform_tool_result``).
 
     :param ctx: the turn's context, as ``before_turn``'s.
-    :returns: the transform, or ``None`` (no transform this turn). When no plugin implements
-        this hook the stream is not re-iterated at all.
+    :returns: the transform, or ``None``. With no implementation the stream is not re-iterated.
 
     Fails closed: if the hook or a transform raises, the turn fails with a
-    :class:`~think_core.errors.PluginError` naming the plugin (nothing it had not let through is
-    shown or stored).
+    :class:`~think_core.errors.PluginError` naming the plugin.
 
-    **Think:** Think passes ``experimental_transform`` to the AI SDK's ``streamText``; this is
-    the same idea as a hook, so transforms from several plugins compose.
+    **Think:** like the AI SDK's ``experimental_transform`` in Think's ``streamText``, as a hook,
+    so the transforms of several plugins compose.
     """
 
 

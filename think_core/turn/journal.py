@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import SubmissionLost
 from ..types import StepResult, UIMessage
-from .ui_stream import replay_chunks
+from .ui_replay import replay_chunks
 
 if TYPE_CHECKING:
     from ..store import AsyncStore, JournalEntry

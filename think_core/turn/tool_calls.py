@@ -19,22 +19,15 @@ journal restores.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
-import json
 import logging
-import math
 import time
 from collections.abc import AsyncIterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
-from pydantic_core import to_jsonable_python
-
 from ..errors import HookTimeout, PluginError
 from ..events import ToolResult, Usage
-from ..files import tool_output_with_files
 from ..models.base import ModelMessage, ToolCallRequest
 from ..tools import AnyTool, ToolContext, ToolInputError
 from ..types import (
@@ -46,6 +39,7 @@ from ..types import (
     ToolDecisionAction,
 )
 from .journal import INTERRUPTED_CALL, Journal
+from .tool_output import describe_error, idempotency_key, jsonable
 from .ui_stream import AssistantMessageBuilder
 
 if TYPE_CHECKING:
@@ -203,7 +197,7 @@ class ToolCallRunner:
             raise
         except Exception as exc:
             outcome = await self._finish(
-                step_number, call, tool, messages, started, "allow", error=_describe(exc), decided_by=decided_by
+                step_number, call, tool, messages, started, "allow", error=describe_error(exc), decided_by=decided_by
             )
         else:
             outcome = await self._finish(
@@ -253,7 +247,7 @@ class ToolCallRunner:
         except Exception as exc:
             # The error names the plugin (PluginError); the call fails, the turn goes on.
             logger.warning("tool call %s of %s not run: %s", call.id, call.name, exc)
-            return await self._finish(step_number, call, tool, messages, started, "allow", error=_describe(exc))
+            return await self._finish(step_number, call, tool, messages, started, "allow", error=describe_error(exc))
 
     async def _from_journal(
         self,
@@ -313,11 +307,11 @@ class ToolCallRunner:
         transforms = self.hooks.transforms_tool_results
         async for value in results:
             last = value
-            shown = _jsonable(value)
+            shown = jsonable(value)
             if transforms:  # what a client sees of the call must be rewritten too
                 shown, _ = await self.hooks.transform_tool_result(
                     self._result_context(step_number, call, None, [], success=True, output=shown, preliminary=True),
-                    _jsonable,
+                    jsonable,
                 )
             self.builder.tool_output(call.id, shown, preliminary=True)
             if observers:
@@ -344,7 +338,7 @@ class ToolCallRunner:
         decided_by: str | None = None,
     ) -> ToolOutcome:
         duration_ms = (time.perf_counter() - started) * 1000.0
-        output = _jsonable(output)
+        output = jsonable(output)
         if error is None and self.hooks.transforms_tool_results:
             output, error = await self._transformed(step_number, call, tool, messages, output, decision, decided_by)
         if decision != "allow":  # every client shows who blocked or substituted it, from the store
@@ -386,7 +380,7 @@ class ToolCallRunner:
             step_number, call, tool, messages, success=True, output=output, decision=decision, decided_by=decided_by
         )
         try:
-            output, changed_by = await self.hooks.transform_tool_result(ctx, _jsonable)
+            output, changed_by = await self.hooks.transform_tool_result(ctx, jsonable)
         except PluginError as exc:
             logger.warning("tool call %s of %s: its result is withheld: %s", call.id, call.name, exc)
             return None, f"The result of tool {call.name!r} was withheld: {exc}"
@@ -410,60 +404,3 @@ class ToolCallRunner:
             messages=messages,
             **outcome,
         )
-
-
-def idempotency_key(session_id: str, request_id: str, step_number: int, call_id: str) -> str:
-    """A call's idempotency key: the same for the same call of the same turn (a durable turn's
-    request id is its submission's id, restored with its steps and call ids after a crash), and
-    short and opaque enough for any service's ``Idempotency-Key`` (payment APIs take 255 chars)."""
-    journal_position = "\x1f".join((session_id, request_id, str(step_number), call_id))
-    return "think-" + hashlib.sha256(journal_position.encode()).hexdigest()[:40]
-
-
-def _describe(exc: BaseException) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # an exception whose __str__ fails must not fail the turn
-        text = ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _jsonable(value: Any) -> Any:
-    """Tool outputs are persisted and streamed as strict JSON: pydantic models and other objects
-    are converted, and NaN/Infinity (which ``JSON.parse`` rejects) become ``null``; a ``File``
-    becomes a ``file`` item (a data URL) beside the text."""
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    with_files = tool_output_with_files(value)
-    if with_files is not None:
-        return with_files
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    try:
-        json.dumps(value, allow_nan=False)
-        return value
-    except (TypeError, ValueError, RecursionError):
-        pass
-    try:
-        return _finite(to_jsonable_python(value, fallback=_unrepresentable))
-    except Exception:
-        return _unrepresentable(value)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_finite(item) for item in value]
-    return value
-
-
-def _unrepresentable(value: Any) -> str:
-    try:
-        return repr(value)
-    except Exception:
-        return f"<unrepresentable {type(value).__name__}>"

@@ -244,6 +244,16 @@ class AssistantMessageBuilder:
         if self._emit and self.send_reasoning:
             self._emit({"type": "reasoning-delta", "id": self._open_id, "delta": text})
 
+    def text_block(self, text: str) -> None:
+        """A whole text block (a stored answer replayed): its start, its text, its end."""
+        self.text_delta(text)
+        self._close_block()
+
+    def reasoning_block(self, text: str) -> None:
+        """A whole reasoning block (a stored answer replayed)."""
+        self.reasoning_delta(text)
+        self._close_block()
+
     def _open_block(self, kind: str) -> None:
         self._close_block()
         self._block_counter += 1
@@ -344,16 +354,16 @@ class AssistantMessageBuilder:
     def source(self, source: UrlSource | DocumentSource) -> None:
         """A source the answer cites: a ``source-url`` or ``source-document`` part, and the chunk
         of the same shape (the AI SDK's)."""
-        self._content_part(source_part(source))
+        self.content_part(source_part(source))
 
     def file(self, file: GeneratedFile) -> None:
         """A file the model generated: a ``file`` part (``url`` a ``data:`` URL of inline bytes)."""
         part: dict[str, Any] = {"type": "file", "mediaType": file.media_type, "url": file.data_url}
         if file.provider_metadata:
             part["providerMetadata"] = file.provider_metadata
-        self._content_part(part)
+        self.content_part(part)
 
-    def _content_part(self, part: dict[str, Any]) -> None:
+    def content_part(self, part: dict[str, Any]) -> None:
         # Text being streamed stays open: a citation comes in the middle of the text it backs,
         # and a client keeps appending to its text part across the source chunk, as this does.
         self.parts.append(part)
@@ -400,10 +410,6 @@ class AssistantMessageBuilder:
         return UIMessage(id=self.message_id, role="assistant", parts=parts, metadata=metadata)
 
 
-#: Parts whose stream chunk has their own shape (sources and files), replayed as stored.
-REPLAYED_AS_THEY_ARE = frozenset({"source-url", "source-document", "file"})
-
-
 def source_part(source: UrlSource | DocumentSource) -> dict[str, Any]:
     """The ``source-url`` / ``source-document`` part (and chunk) of ``source``, as the AI SDK spells it."""
     part: dict[str, Any]
@@ -433,47 +439,3 @@ def stored_decisions(metadata: dict[str, Any] | None) -> dict[str, dict[str, Any
     """The ``decisions`` a stored message's metadata holds (none when it holds something else)."""
     decisions = (metadata or {}).get("decisions")
     return dict(decisions) if isinstance(decisions, dict) else {}
-
-
-def replay_chunks(message: UIMessage) -> list[dict[str, Any]]:
-    """The UI message stream chunks that build the stored ``message`` again: what a client
-    that asks once more for an answer already given (or given by another process) receives."""
-    chunks: list[dict[str, Any]] = []
-    builder = AssistantMessageBuilder(message.id, chunks.append)
-    builder.start()
-    for part in message.parts:
-        kind = part.get("type", "")
-        if kind == "step-start":
-            if builder.parts:
-                builder.finish_step()
-            builder.start_step()
-        elif part.get("hidden"):
-            continue
-        elif kind == "text":
-            builder.text_delta(part.get("text", ""))
-            builder._close_block()
-        elif kind == "reasoning":
-            builder.reasoning_delta(part.get("text", ""))
-            builder._close_block()
-        elif kind in REPLAYED_AS_THEY_ARE:
-            builder._content_part(dict(part))
-        elif "toolCallId" in part:
-            _replay_tool(builder, part)
-    if builder.parts and message.parts[0].get("type") == "step-start":
-        builder.finish_step()
-    builder.finish()
-    return chunks
-
-
-def _replay_tool(builder: AssistantMessageBuilder, part: dict[str, Any]) -> None:
-    call_id, state = part["toolCallId"], part.get("state")
-    name = part.get("toolName") or str(part.get("type", "")).removeprefix("tool-")
-    builder.tool_input_available(call_id, name, part.get("input"), part.get("callProviderMetadata"))
-    if state == "output-available":
-        builder.tool_output(call_id, part.get("output"))
-    elif state == "output-error":
-        builder.tool_error(call_id, str(part.get("errorText") or ""))
-    elif state == "approval-requested":
-        approval = part.get("approval")
-        reason = approval.get("requestReason") if isinstance(approval, dict) else None
-        builder.tool_approval_requested(call_id, reason if isinstance(reason, str) else None)
