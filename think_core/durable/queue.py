@@ -99,7 +99,9 @@ class SubmissionQueue:
         self._run_turn = run_turn
         self._cancel = cancel
         self._drain_task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Event()
+        # Set (and replaced) when something of the session changed; made only when someone waits
+        # for a change: an idle session (most open chats) holds none.
+        self._changed: asyncio.Event | None = None
         # Who follows the turn of a submission live (a server chat's stream), by submission id.
         self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
         #: This process's submissions whose turn a store outage stopped: run again once it is back.
@@ -197,7 +199,7 @@ class SubmissionQueue:
             if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
                 return False
             try:
-                await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
+                await asyncio.wait_for(self._change().wait(), min(self.lease / 3, OWNER_CHECK))
             except TimeoutError:
                 pass
 
@@ -305,9 +307,16 @@ class SubmissionQueue:
                 return
             yield item
 
+    def _change(self) -> asyncio.Event:
+        """The event the next change sets."""
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
     async def cancel(self, submission_id: str) -> bool:
         """Cancel a pending or running submission; its status becomes ``aborted``. A pending
@@ -341,7 +350,7 @@ class SubmissionQueue:
                     return row
                 # Our own drain signals; a submission another process runs is polled.
                 try:
-                    await asyncio.wait_for(self._changed.wait(), min(self.lease / 3, OWNER_CHECK))
+                    await asyncio.wait_for(self._change().wait(), min(self.lease / 3, OWNER_CHECK))
                 except TimeoutError:
                     pass
 

@@ -5,8 +5,9 @@ how many one process can keep. Besides the compression (:mod:`.ws_compression`),
 every connection an ``asyncio.Queue`` for what the app receives and an ``asyncio.Event`` for
 write flow control; each allocates its deques up front (~3 KiB and ~1 KiB, measured with
 tracemalloc). Here both are replaced by single-waiter equivalents that allocate only while
-they hold something. Only the methods uvicorn calls are provided; the protocol is uvicorn's own
-otherwise (``ws=`` takes a class).
+they hold something (only the methods uvicorn calls are provided), and the upgrade request and
+response are let go once the handshake is done. The protocol is uvicorn's own otherwise
+(``ws=`` takes a class).
 """
 
 from __future__ import annotations
@@ -113,6 +114,14 @@ class CompactWebSocketProtocol(WebSocketsSansIOProtocol):
             self.writable = flag  # type: ignore[assignment]
         if self.compression == "large" and self.config.ws_per_message_deflate:
             self.conn.available_extensions = [CompactDeflateFactory()]
+
+    async def send(self, message: Any) -> None:
+        await super().send(message)
+        if self.handshake_complete and hasattr(self, "response"):
+            # The upgrade request and its response (headers parsed and raw, ~3 KiB) are kept by
+            # uvicorn for the connection's life but not read once the response went out; what
+            # the app reads of the request is in its scope.
+            del self.request, self.response
 
 
 def uvicorn_ws_options(mode: str = "large") -> dict[str, Any]:
