@@ -23,7 +23,7 @@ answer, so the socket is never accepted.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -151,17 +151,23 @@ class AccessPolicy:
 
 
 class AccessGuard:
-    """Pure ASGI middleware applying an :class:`AccessPolicy` to HTTP and WebSocket scopes."""
+    """Pure ASGI middleware applying an :class:`AccessPolicy` to HTTP and WebSocket scopes.
+
+    Like :class:`SecurityHeaders` it hands a request it lets through to the app without a
+    coroutine of its own (it returns the app's awaitable): a WebSocket holds every middleware
+    frame it passed through for as long as it is open."""
 
     def __init__(self, app: ASGIApp, policy: AccessPolicy) -> None:
         self.app = app
         self.policy = policy
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         refusal = self.policy.refusal(scope) if scope["type"] in ("http", "websocket") else None
         if refusal is None:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
+        return self._refuse(refusal, scope, receive, send)
+
+    async def _refuse(self, refusal: tuple[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         response = JSONResponse(error_body(*refusal), status_code=403)
         if scope["type"] == "http" or "websocket.http.response" in scope.get("extensions", {}):
             await response(scope, receive, send)  # a WebSocket handshake answered with the 403
@@ -176,11 +182,12 @@ class SecurityHeaders:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # (no frame of its own kept for a WebSocket's life)
+        return self._with_headers(scope, receive, send)
 
+    async def _with_headers(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
