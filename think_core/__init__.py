@@ -40,7 +40,7 @@ from .events import (
 )
 from .files import File
 from .hooks.markers import PROJECT, hookimpl, hookspec
-from .hooks.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager
+from .hooks.plugins import PluginInfo, ThinkPluginManager, build_plugin_manager, plugin_settings
 from .messages import user_message
 from .models.anthropic import AnthropicModel
 from .models.gemini import GeminiModel
@@ -160,6 +160,7 @@ __all__ = [
     "call",
     "hookimpl",
     "hookspec",
+    "plugin_settings",
     "substitute",
     "tool",
 ]

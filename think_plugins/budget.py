@@ -48,6 +48,7 @@ from think_core import (
     UsageRecords,
     block,
     hookimpl,
+    plugin_settings,
 )
 
 __all__ = ["Budget", "BudgetExhausted", "BudgetSettings", "ModelPrice"]
@@ -97,9 +98,7 @@ class Budget:
     settings_model: type[BudgetSettings] = BudgetSettings
 
     def __init__(self, settings: BudgetSettings | Mapping[str, Any] | None = None) -> None:
-        self.settings = (
-            settings if isinstance(settings, BudgetSettings) else BudgetSettings.model_validate(settings or {})
-        )
+        self.settings = plugin_settings(BudgetSettings, settings)
         self._unpriced: set[str] = set()
 
     # -- pricing --------------------------------------------------------------------------------

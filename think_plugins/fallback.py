@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from think_core import StepConfig, StepContext, hookimpl
+from think_core import StepConfig, StepContext, hookimpl, plugin_settings
 
 __all__ = ["Fallback", "FallbackSettings"]
 
@@ -56,9 +56,7 @@ class Fallback:
     settings_model: type[FallbackSettings] = FallbackSettings
 
     def __init__(self, settings: FallbackSettings | Mapping[str, Any] | None = None) -> None:
-        self.settings = (
-            settings if isinstance(settings, FallbackSettings) else FallbackSettings.model_validate(settings or {})
-        )
+        self.settings = plugin_settings(FallbackSettings, settings)
 
     @hookimpl(tryfirst=True)
     def before_step(self, ctx: StepContext) -> StepConfig | None:

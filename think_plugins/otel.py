@@ -54,6 +54,7 @@ from think_core import (
     ToolCallResultContext,
     TurnContext,
     hookimpl,
+    plugin_settings,
 )
 from think_plugins.otel_content import input_messages, output_message
 
@@ -135,9 +136,7 @@ class OTelTracing:
         *,
         tracer_provider: TracerProvider | None = None,
     ) -> None:
-        self.settings = (
-            settings if isinstance(settings, OTelSettings) else OTelSettings.model_validate(settings or {})
-        )
+        self.settings = plugin_settings(OTelSettings, settings)
         self._turns: OrderedDict[tuple[str, str], _Turn] = OrderedDict()
         self._tracer: Tracer | None = None
         if trace is None:

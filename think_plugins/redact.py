@@ -44,6 +44,7 @@ from think_core import (
     ToolCallResultContext,
     TurnContext,
     hookimpl,
+    plugin_settings,
 )
 
 __all__ = ["Redact", "RedactSettings"]
@@ -148,9 +149,7 @@ class Redact:
     settings_model: type[RedactSettings] = RedactSettings
 
     def __init__(self, settings: RedactSettings | Mapping[str, Any] | None = None) -> None:
-        self.settings = (
-            settings if isinstance(settings, RedactSettings) else RedactSettings.model_validate(settings or {})
-        )
+        self.settings = plugin_settings(RedactSettings, settings)
 
     @hookimpl
     def transform_stream(self, ctx: TurnContext) -> StreamTransform | None:

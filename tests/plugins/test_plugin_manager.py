@@ -211,3 +211,20 @@ def test_required_setting_missing_is_reported() -> None:
 
     with pytest.raises(ConfigurationError, match="'keyed'.*api_key.*Field required"):
         build(Keyed())
+
+
+def test_plugin_settings_takes_an_instance_a_dict_or_nothing() -> None:
+    import pydantic
+
+    from think_core import plugin_settings
+
+    class Settings(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid")
+        limit: int = 5
+
+    given = Settings(limit=2)
+    assert plugin_settings(Settings, given) is given
+    assert plugin_settings(Settings, {"limit": 3}) == Settings(limit=3)
+    assert plugin_settings(Settings, None) == Settings()
+    with pytest.raises(pydantic.ValidationError, match="limt"):
+        plugin_settings(Settings, {"limt": 3})

@@ -19,7 +19,7 @@ import inspect
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import pluggy
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -188,6 +188,16 @@ def _describe_object(plugin: object) -> _Source:
 
 def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
+
+
+_S = TypeVar("_S", bound=BaseModel)
+
+
+def plugin_settings(model: type[_S], given: _S | Mapping[str, Any] | None) -> _S:
+    """A plugin's settings as its constructor was given them: an instance of ``model`` as it is,
+    a dict of its fields validated (a ``ValidationError`` names the field), ``None`` the
+    defaults. ``Think(settings={name: ...})`` then replaces them (see ``settings_model``)."""
+    return given if isinstance(given, model) else model.model_validate(given or {})
 
 
 def _apply_settings(plugin: object, name: str, settings: Mapping[str, Any]) -> None:
