@@ -117,20 +117,18 @@ class Redactor:
         return self._release(final=True)
 
     def _release(self, *, final: bool) -> str:
+        # No pattern matches the empty string (refused at start-up), so each match moves on.
         text, out, pos = self.held, [], 0
-        safe = len(text)
-        while pos <= len(text):
-            match = self.matcher.search(text, pos, partial=not final)
-            if match is None:
-                break
+        safe = len(text)  # from here on text is held; at the end (final) nothing is
+        while (match := self.matcher.search(text, pos, partial=not final)) is not None:
             if not final and (match.partial or match.end() == len(text)):
                 safe = match.start()
                 break
             out.append(text[pos:match.start()])
             out.append(self.replacement)
-            pos = match.end() if match.end() > match.start() else match.end() + 1
-        out.append(text[pos:safe] if pos <= safe else "")
-        self.held = text[max(pos, safe):] if not final else ""
+            pos = match.end()
+        out.append(text[pos:safe])
+        self.held = text[safe:]
         return "".join(out)
 
     def text(self, value: str) -> str:

@@ -280,13 +280,12 @@ class TurnRunner:
             body: dict[str, Any] | None = await self.db.get_state(session_id, "last_body")
             self._last_body = body
             return body
+        # A body-less turn after one with a body writes the clearing ``None``; after another
+        # body-less turn (known here, or read once per process) it writes nothing.
+        if request.body is None and self._last_body is _UNREAD:
+            self._last_body = await self.db.get_state(session_id, "last_body")
         if request.body is not None or self._last_body is not None:
-            # A body-less turn after one with a body writes the clearing ``None``; after another
-            # body-less turn (known here, or read once per process) it writes nothing.
-            if request.body is None and self._last_body is _UNREAD:
-                self._last_body = await self.db.get_state(session_id, "last_body")
-            if request.body is not None or self._last_body is not None:
-                await self.db.set_state(session_id, "last_body", request.body)
+            await self.db.set_state(session_id, "last_body", request.body)
         self._last_body = request.body
         return request.body
 
