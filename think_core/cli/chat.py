@@ -21,6 +21,7 @@ from ..errors import ConfigurationError, InvalidAttachment
 from ..hooks.markers import hookimpl
 from ..messages import is_tool_part, split_steps, tool_name_of
 from ..session import Session
+from ..turn.ui_stream import stored_decisions
 from ..types import ToolCallResultContext, ToolPartState
 from .attach import file_part, message_with_files
 from .cited import CITED_TYPES, cited_line
@@ -357,23 +358,21 @@ class ChatREPL:
     async def _stored_decisions(self) -> dict[str, dict[str, Any]]:
         """The decisions the latest stored answer records (who asked, who rewrote a result)."""
         answers = [m for m in await self.session.messages() if m.role == "assistant"]
-        decisions = (answers[-1].metadata or {}).get("decisions") if answers else None
-        return decisions if isinstance(decisions, dict) else {}
+        return stored_decisions(answers[-1].metadata) if answers else {}
 
     async def _shaped_by(self) -> None:
         """Which plugins shaped the answer just shown (``transform_stream``, ``transform_tool_result``)."""
         messages = await self.session.messages()
         if not messages or messages[-1].role != "assistant":
             return  # this turn stored no answer: nothing of an earlier one is shown again
-        answers = messages[-1:]
-        metadata = answers[-1].metadata or {}
-        names = {p.get("toolCallId"): tool_name_of(p) for p in answers[-1].parts if is_tool_part(p)}
-        for call_id, decided in (await self._stored_decisions()).items():
+        answer = messages[-1]
+        names = {p.get("toolCallId"): tool_name_of(p) for p in answer.parts if is_tool_part(p)}
+        for call_id, decided in stored_decisions(answer.metadata).items():
             rewritten = decided.get("rewrittenBy") if isinstance(decided, dict) else None
             if rewritten:
                 self.console.print(f"[dim]({_escape(names.get(call_id, 'tool'))} result rewritten by "
                                    f"{_escape(', '.join(map(str, rewritten)))})[/]", highlight=False)
-        shaped = metadata.get("transformedBy")
+        shaped = (answer.metadata or {}).get("transformedBy")
         if isinstance(shaped, list) and shaped:
             self.console.print(f"[dim](answer shaped by {_escape(', '.join(map(str, shaped)))})[/]", highlight=False)
 

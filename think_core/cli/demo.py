@@ -36,6 +36,7 @@ from ..messages import tool_name_of
 from ..models.base import ModelRequest
 from ..models.scripted import ScriptedModel, Step
 from ..turn.compaction import SUMMARY_SYSTEM
+from ..turn.ui_stream import stored_decisions
 from . import plugin_command
 from .demo_model import PHONE, TOOLS, DemoPolicy, demo_step
 
@@ -223,7 +224,7 @@ async def _approve_asked(session: Any, result: TurnResult, out: _Output, timelin
     waiting = [p for p in (message.parts if message else []) if p.get("state") == "approval-requested"]
     if not waiting or message is None:
         return result
-    decisions = (message.metadata or {}).get("decisions") or {}
+    decisions = stored_decisions(message.metadata)
     for part in waiting:
         decided = decisions.get(part["toolCallId"]) or {}
         asker = f"asked by {decided.get('by')}: {decided.get('reason')}" if decided.get("decision") == "ask" else "needs approval"
@@ -238,7 +239,7 @@ async def _approve_asked(session: Any, result: TurnResult, out: _Output, timelin
 def _shaped(message: UIMessage | None, out: _Output) -> None:
     """Which plugins rewrote a tool result or shaped the answer (``redact``)."""
     metadata = (message.metadata if message else None) or {}
-    for decided in (metadata.get("decisions") or {}).values():
+    for decided in stored_decisions(metadata).values():
         if decided.get("rewrittenBy"):
             out.note(f"a tool result was rewritten by {', '.join(decided['rewrittenBy'])}")
     if metadata.get("transformedBy"):

@@ -38,6 +38,15 @@ POLL_INTERVAL = 0.25
 STALE_AFTER = 120.0
 
 
+def shows_nothing(first_chunk: dict[str, Any]) -> bool:
+    """Whether a turn's stream opening with ``first_chunk`` failed (or was stopped) before it
+    showed anything: ``start`` is held back until the answer shows something, so such a stream
+    is its ``error`` or ``abort`` alone. It left no message to resume, and its failure is in the
+    history already: a reconnecting client is told nothing streams (HTTP 204, WebSocket
+    ``resume_none``) rather than replayed an error it would take for its own."""
+    return first_chunk.get("type") in ("error", "abort")
+
+
 
 def _default(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)

@@ -25,6 +25,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ..agent import Think
 from ..errors import AttachmentTooLarge, ClientRequestRefused, InvalidAttachment, StoreUnavailable, ThinkError
 from ..messages import new_id
+from ..runner.streams import shows_nothing
 from .frames import MAX_JSON_DEPTH, ProtocolError, check_json, dumps, error_body, split_chat_body
 from .hub import SessionHub
 from .relay import TurnRelay
@@ -205,14 +206,12 @@ async def resume_stream(agent: Think, session_id: str) -> Response:
     live = await agent.session(session_id).streams.find()
     if live is None or not live.streaming:
         return Response(status_code=204)
-    # Decided on the turn's first chunk, not before it: a turn that ends before it shows
-    # anything (its stream is its error or abort alone, see ``ui_stream``) left no message to
-    # resume, and its outcome is already in the history. Replayed, its error would become the
-    # reloaded page's own (useChat's status "error", never "ready") while the stream is still
-    # open between the failure being stored and the stream's end (issue 33).
+    # Decided on the turn's first chunk, not before it (``shows_nothing``): replayed, a lone
+    # error would become the reloaded page's own (useChat's status "error", never "ready") while
+    # the stream is still open between the failure being stored and its end (issue 33).
     chunks = live.follow()
     first = await anext(chunks, None)
-    if first is None or first[1].get("type") in ("error", "abort"):
+    if first is None or shows_nothing(first[1]):
         await chunks.aclose()
         return Response(status_code=204)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from ..runner.streams import LiveStream
+from ..runner.streams import LiveStream, shows_nothing
 from ..session import Session
 from . import frames as F
 from .hub import Connection, SessionHub
@@ -60,7 +60,7 @@ class StreamResume:
 
     async def _answer(self, probe: str | None) -> None:
         live = await self.session.streams.find()
-        if live is not None and live.streaming and not _failed_before_output(live):
+        if live is not None and live.streaming and not (live.chunks and shows_nothing(live.chunks[0])):
             stream_id = self._client_id(live)
             self.connection.following.add(stream_id)
             self.connection.send(F.resume_frame(F.STREAM_RESUMING, probe, stream_id))
@@ -109,11 +109,3 @@ class StreamResume:
             task.cancel()
         if self._replays:
             await asyncio.gather(*self._replays, return_exceptions=True)
-
-
-def _failed_before_output(live: LiveStream) -> bool:
-    """A turn whose stream is its error (or abort) alone: it failed before showing anything, its
-    failure is in the history already, and it left no message to resume — replayed, its error
-    would become the reconnecting client's own (as ``GET /api/chat/{id}/stream`` answers 204 for
-    it, see ``server.http.resume_stream``)."""
-    return bool(live.chunks) and live.chunks[0].get("type") in ("error", "abort")
