@@ -11,6 +11,9 @@ Each contender runs in a fresh process that opens N chats at once against that s
   raw asyncio   asyncio streams, the chunked framing and the SSE lines by hand, ``json.loads``
   httpx         ``httpx.AsyncClient`` streaming, ``aiter_lines`` + ``json.loads``
   httpx+aiohttp the same over the ``httpx-aiohttp`` transport (when it is installed)
+  httpx+think   the same over think's own transport (``ThinkTransport``, httptools' parser; when
+                httptools is installed); ``... raw`` reads ``aiter_raw`` and splits the lines by
+                hand, as think's provider does, so the row is the transport and httpx alone
   think         ``Think(OpenAIChatModel(...), load_entrypoints=False)``: a full turn per chat,
                 each in its own session, answers stored in a SQLite file
   think+plugins as think, with the bundled entry-point plugins (otel disabled) and an
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import resource
@@ -206,6 +210,19 @@ async def httpx_chat(client: Any, base: str) -> str:
     return "".join(pieces)
 
 
+async def httpx_raw_chat(client: Any, base: str) -> str:
+    """httpx's raw bytes (no decoder, no line layer), the SSE lines split by hand."""
+    pieces: list[str] = []
+    buffer = b""
+    async with client.stream("POST", f"{base}/v1/chat/completions", json=REQUEST) as response:
+        async for data in response.aiter_raw():
+            *lines, buffer = (buffer + data).split(b"\n")
+            for line in lines:
+                if line.startswith(b"data: ") and line != b"data: [DONE]":
+                    delta_text(line[6:].decode(), pieces)
+    return "".join(pieces)
+
+
 def httpx_client(transport: str, n: int) -> Any:
     import httpx
 
@@ -214,6 +231,11 @@ def httpx_client(transport: str, n: int) -> Any:
         from httpx_aiohttp import AiohttpTransport  # type: ignore[import-not-found,unused-ignore]
 
         return httpx.AsyncClient(timeout=120, transport=AiohttpTransport(limits=limits))
+    if transport == "think":
+        from think_core.models._h1_transport import ThinkTransport
+        from think_core.models._http import shared_ssl_context
+
+        return httpx.AsyncClient(timeout=120, transport=ThinkTransport(verify=shared_ssl_context(), limits=limits))
     return httpx.AsyncClient(timeout=120, limits=limits)
 
 
@@ -256,11 +278,12 @@ async def run_contender(name: str, base: str, n: int, events: int) -> dict[str, 
             async def chat(i: int) -> str:
                 return await raw_chat(host, int(port))
         elif name.startswith("httpx"):
-            client = httpx_client("aiohttp" if "aiohttp" in name else "h11", n)
+            client = httpx_client(name.split()[0].partition("+")[2] or "h11", n)
             closers.append(client.aclose)
+            read = httpx_raw_chat if name.endswith(" raw") else httpx_chat
 
             async def chat(i: int) -> str:
-                return await httpx_chat(client, base)
+                return await read(client, base)
         else:
             agent = think_agent(base, tmp, "plugins" in name, counter)
             closers.append(agent.aclose)
@@ -302,18 +325,13 @@ def client_main(name: str, base: str, n: int, events: int, profile: bool) -> Non
 # -- the parent -----------------------------------------------------------------------------------
 
 HTTPX_ONLY = " (h11)"
-CONTENDERS = ["raw asyncio", "httpx", "httpx+aiohttp", "think", "think+plugins+observer",
+CONTENDERS = ["raw asyncio", "httpx", "httpx+aiohttp", "httpx+think", "httpx+think raw", "think", "think+plugins+observer",
               "think" + HTTPX_ONLY, "think+plugins+observer" + HTTPX_ONLY]
 
 
 def available(name: str) -> bool:
-    if "aiohttp" not in name:
-        return True
-    try:
-        import httpx_aiohttp  # type: ignore[import-not-found,unused-ignore]  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    needs = {"httpx+aiohttp": "httpx_aiohttp", "httpx+think": "httptools"}.get(name.split()[0])
+    return needs is None or importlib.util.find_spec(needs) is not None
 
 
 class Upstream:

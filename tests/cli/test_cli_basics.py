@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import think
-from think_core.models._transport import aiohttp_available
+from think_core.models._transport import transport_choice
 
 
 def test_version(tmp_path: Path, home: Path) -> None:
@@ -101,8 +101,8 @@ def test_an_unreachable_model_names_the_url(tmp_path: Path, home: Path) -> None:
     verbose = think(tmp_path, home, "run", "-v", *args)  # -v after the command works too
     assert verbose.returncode == 1
     assert "think: WARNING think.failures: turn failed: session cli request" in verbose.stderr
-    # the transport's own words: aiohttp's (the fast extra) names the host and port
-    refused = f"Cannot connect to host 127.0.0.1:{port}" if aiohttp_available() else "All connection attempts failed"
+    # the transport's own words: think's (the fast extra) names the host and port
+    refused = f"cannot connect to 127.0.0.1:{port}" if transport_choice() == "think" else "All connection attempts failed"
     assert f"(transient, stage stream): {refused}" in verbose.stderr
 
 

@@ -1,5 +1,5 @@
-"""The transport under think's own HTTP clients: aiohttp's when the ``fast`` extra is installed,
-httpx's when ``THINK_HTTP_TRANSPORT=httpx`` says so or a proxy is configured; either way a
+"""The transport under think's own HTTP clients: think's (httptools) when the ``fast`` extra is
+installed, httpx's when ``THINK_HTTP_TRANSPORT=httpx`` says so or a proxy is configured; either way a
 streamed answer arrives whole, and a process's shared client holds far more than httpx's
 default 100 connections open at once (a server streams hundreds of chats)."""
 
@@ -13,23 +13,25 @@ import pytest
 
 from tests.loopback import LoopbackServer, Reply
 from tests.support.wire import ask, collect, oa_text, openai_model, text_of
+from think_core.errors import ConfigurationError
 from think_core.models._http import SharedClient, shared_ssl_context
 from think_core.models._transport import CLIENT_LIMITS, TRANSPORT_ENV, new_client
 
-httpx_aiohttp = pytest.importorskip("httpx_aiohttp")
+pytest.importorskip("httptools")
+from think_core.models._h1_transport import ThinkTransport  # noqa: E402
 
 
 def transport_of(client: httpx.AsyncClient) -> object:
     return client._transport
 
 
-@pytest.mark.parametrize("choice", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("choice", ["think", "httpx"])
 async def test_a_stream_arrives_whole_over_either_transport(
     loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch, choice: str
 ) -> None:
     monkeypatch.setenv(TRANSPORT_ENV, choice)
     async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
-        expected = httpx_aiohttp.AiohttpTransport if choice == "aiohttp" else httpx.AsyncHTTPTransport
+        expected = ThinkTransport if choice == "think" else httpx.AsyncHTTPTransport
         assert isinstance(transport_of(client), expected)
     # one write per event: every read is a separate chunk, as a live model sends them
     loopback.enqueue(Reply.sse(oa_text("The", " café", ' "hi"', "\n", "end"), chunk_size=9))
@@ -42,10 +44,19 @@ async def test_an_environment_proxy_keeps_httpx_transport(monkeypatch: pytest.Mo
     monkeypatch.delenv(TRANSPORT_ENV, raising=False)
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
     async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
-        assert not isinstance(transport_of(client), httpx_aiohttp.AiohttpTransport)
+        assert isinstance(transport_of(client), httpx.AsyncHTTPTransport)
 
 
-@pytest.mark.parametrize("choice", ["aiohttp", "httpx"])
+async def test_think_is_the_default_and_an_unknown_choice_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
+        assert isinstance(transport_of(client), ThinkTransport)
+    monkeypatch.setenv(TRANSPORT_ENV, "aiohttp")
+    with pytest.raises(ConfigurationError, match="THINK_HTTP_TRANSPORT='aiohttp': expected one of think, httpx"):
+        new_client(httpx.Timeout(5), shared_ssl_context())
+
+
+@pytest.mark.parametrize("choice", ["think", "httpx"])
 async def test_the_shared_client_holds_more_than_100_streams_open(
     monkeypatch: pytest.MonkeyPatch, choice: str
 ) -> None:

@@ -3,12 +3,13 @@
 httpx stays the client API, but its own transport stack (httpcore → h11 → anyio) costs several
 times a raw asyncio reader per network read, and a live model stream is one read per event: at a
 few hundred concurrent streams that stack, not think, fills a core (``bench/live_streams.py``).
-When the ``fast`` extra is installed (``httpx-aiohttp``), the clients think creates itself run
-over aiohttp's connection handling instead, which reads a chunked event stream at about half
-the cost. ``THINK_HTTP_TRANSPORT=httpx`` keeps httpx's own transport (to compare, or to rule the
-other one out); a client passed to a model (``client=``) is always used as it is. With a proxy
-set in the environment (``HTTPS_PROXY``, ...), httpx's transport is kept too: httpx applies the
-environment's proxies only to its own transport.
+When the ``fast`` extra is installed (``httptools``), the clients think creates itself run over
+think's own transport (:class:`~._h1_transport.ThinkTransport`: asyncio and httptools' C
+parser), which reads a chunked event stream at about a third of httpx's own cost.
+``THINK_HTTP_TRANSPORT=httpx`` keeps httpx's own transport (to compare, or to rule the other one
+out; ``think`` insists on think's); a client passed to a model (``client=``) is always used as it
+is. With a proxy set in the environment (``HTTPS_PROXY``, ...), httpx's transport is kept too:
+httpx applies the environment's proxies only to its own transport.
 """
 
 from __future__ import annotations
@@ -20,29 +21,36 @@ import urllib.request
 
 import httpx
 
-__all__ = ["CLIENT_LIMITS", "TRANSPORT_ENV", "aiohttp_available", "new_client"]
+from ..errors import ConfigurationError
+
+__all__ = ["CLIENT_LIMITS", "TRANSPORT_ENV", "TRANSPORTS", "new_client", "transport_choice"]
 
 CLIENT_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 """The official SDKs' pool size. httpx's default (100 connections) would hold the 101st
 concurrent stream of a process until another one ends, and a server holds hundreds."""
 
 TRANSPORT_ENV = "THINK_HTTP_TRANSPORT"
+TRANSPORTS = ("think", "httpx")
 
 
-def aiohttp_available() -> bool:
-    """True when the aiohttp transport is installed and not switched off by the environment."""
-    if os.environ.get(TRANSPORT_ENV, "").strip().lower() == "httpx":
-        return False
-    if any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()):
-        return False
-    return importlib.util.find_spec("httpx_aiohttp") is not None
+def transport_choice() -> str:
+    """``"think"`` or ``"httpx"``: the transport :func:`new_client` builds clients on."""
+    wanted = os.environ.get(TRANSPORT_ENV, "").strip().lower()
+    if wanted not in ("", *TRANSPORTS):
+        raise ConfigurationError(f"{TRANSPORT_ENV}={wanted!r}: expected one of {', '.join(TRANSPORTS)}")
+    if wanted == "httpx" or any(scheme in ("http", "https", "all") for scheme in urllib.request.getproxies()):
+        return "httpx"
+    if importlib.util.find_spec("httptools") is None:
+        if wanted == "think":
+            raise ConfigurationError(f"{TRANSPORT_ENV}=think needs httptools: pip install 'think-agent[fast]'")
+        return "httpx"
+    return "think"
 
 
 def new_client(timeout: httpx.Timeout, verify: ssl.SSLContext) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` over the cheapest transport installed."""
-    if aiohttp_available():
-        from httpx_aiohttp import AiohttpTransport
+    if transport_choice() == "think":
+        from ._h1_transport import ThinkTransport
 
-        transport = AiohttpTransport(verify=verify, limits=CLIENT_LIMITS)
-        return httpx.AsyncClient(timeout=timeout, transport=transport)
+        return httpx.AsyncClient(timeout=timeout, transport=ThinkTransport(verify=verify, limits=CLIENT_LIMITS))
     return httpx.AsyncClient(timeout=timeout, verify=verify, limits=CLIENT_LIMITS)
