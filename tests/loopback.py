@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -184,10 +185,14 @@ class _Connection:
 
 
 class LoopbackServer:
-    """See the module docstring. ``url`` is ``http://127.0.0.1:<port>`` (no trailing slash)."""
+    """See the module docstring. ``url`` is ``http://127.0.0.1:<port>`` (no trailing slash;
+    ``https://`` with ``tls``)."""
 
-    def __init__(self, handler: Callable[[RecordedRequest], Reply] | None = None) -> None:
+    def __init__(self, handler: Callable[[RecordedRequest], Reply] | None = None, *,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
+        self.tls = tls
+        """A server-side TLS context: serve ``https://`` (the url says so)."""
         self.requests: list[RecordedRequest] = []
         self.replies: list[Reply] = []
         self.incomplete: list[RecordedRequest] = []
@@ -202,7 +207,7 @@ class LoopbackServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def enqueue(self, *replies: Reply) -> None:
         self.replies.extend(replies)
@@ -212,7 +217,7 @@ class LoopbackServer:
         await asyncio.wait_for(self._abandoned.wait(), timeout)
 
     async def start(self) -> LoopbackServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -1,0 +1,220 @@
+"""think's own httpx transport (``ThinkTransport``) against real loopback servers: both body
+framings, keep-alive reuse counted on the server's side, responses that must not be reused,
+servers that die mid-body, timeouts, TLS, gzip, request bodies and the pool's limits."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import ssl
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from tests.loopback import LoopbackServer, Reply
+from tests.support.net import closed_port
+from tests.support.wire import ask, collect, oa_text, openai_model, text_of
+from think_core.models._http import shared_ssl_context
+
+pytest.importorskip("httptools")
+from think_core.models._h1_transport import ThinkTransport  # noqa: E402
+
+
+def client(limits: httpx.Limits | None = None, *, verify: ssl.SSLContext | None = None,
+           timeout: httpx.Timeout | float = 10) -> httpx.AsyncClient:
+    transport = ThinkTransport(verify=verify or shared_ssl_context(), limits=limits or httpx.Limits())
+    return httpx.AsyncClient(transport=transport, timeout=timeout)
+
+
+async def test_chunked_and_content_length_bodies_arrive_whole_over_one_kept_alive_connection(
+    loopback: LoopbackServer,
+) -> None:
+    loopback.enqueue(Reply(body=[b"Hel", b"lo ", b"caf\xc3\xa9"], headers={"x-kind": "chunked"}),
+                     Reply(body=b'{"whole": true}', headers={"content-type": "application/json"}),
+                     Reply(status=404, body=b"nothing here"))
+    async with client() as http:
+        chunked = await http.get(loopback.url + "/a")
+        assert (chunked.status_code, chunked.text, chunked.headers["x-kind"]) == (200, "Hello café", "chunked")
+        assert chunked.http_version == "HTTP/1.1" and chunked.reason_phrase == "OK"
+        assert (await http.get(loopback.url + "/b")).json() == {"whole": True}
+        missing = await http.get(loopback.url + "/c")
+        assert (missing.status_code, missing.text) == (404, "nothing here")
+    assert [r.path for r in loopback.requests] == ["/a", "/b", "/c"]
+    assert loopback.connections == 1  # the server saw one socket carry all three
+
+
+async def test_request_bodies_go_whole_or_chunked(loopback: LoopbackServer) -> None:
+    async def parts() -> AsyncIterator[bytes]:
+        for part in (b"one,", b"", b"two,", b"three"):
+            yield part
+
+    loopback.enqueue(Reply(body=b"ok"), Reply(body=b"ok"))
+    async with client() as http:
+        await http.post(loopback.url + "/json", json={"q": "café"})
+        await http.post(loopback.url + "/stream", content=parts())
+    whole, streamed = loopback.requests
+    assert whole.json == {"q": "café"} and whole.headers["content-length"] == str(len(whole.body))
+    assert streamed.headers["transfer-encoding"] == "chunked" and streamed.body == b"one,two,three"
+
+
+async def test_gzip_bodies_are_decoded_above_the_transport(loopback: LoopbackServer) -> None:
+    packed = gzip.compress(b"data: squeezed\n\n" * 50)
+    loopback.enqueue(Reply(body=packed, headers={"content-encoding": "gzip"}),
+                     Reply(body=[packed[:20], packed[20:]], headers={"content-encoding": "gzip"}))
+    async with client() as http:
+        assert (await http.get(loopback.url)).text == "data: squeezed\n\n" * 50
+        async with http.stream("GET", loopback.url) as response:
+            assert b"".join([part async for part in response.aiter_bytes()]) == b"data: squeezed\n\n" * 50
+
+
+async def test_a_response_closed_early_drops_its_connection(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply(body=[b"first", *[b"more"] * 50], chunk_delay=0.05), Reply(body=b"next"))
+    async with client() as http:
+        async with http.stream("GET", loopback.url + "/long") as response:
+            async for part in response.aiter_raw():
+                assert part.startswith(b"first")
+                break
+        await loopback.wait_abandoned()  # the server saw the client hang up mid-body
+        assert (await http.get(loopback.url + "/next")).text == "next"
+    assert loopback.connections == 2  # the half-read connection was not reused
+
+
+async def test_a_cancelled_read_drops_its_connection(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply(body=[b"first", b"late"], chunk_delay=30), Reply(body=b"next"))
+    first = asyncio.Event()
+    async with client() as http:
+        async def read() -> None:
+            async with http.stream("GET", loopback.url) as response:
+                async for _ in response.aiter_raw():
+                    first.set()
+
+        reading = asyncio.create_task(read())
+        await first.wait()
+        reading.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reading
+        assert (await http.get(loopback.url)).text == "next"
+    assert loopback.connections == 2
+
+
+@pytest.mark.parametrize("side", ["request", "response"])
+async def test_connection_close_is_not_reused(loopback: LoopbackServer, side: str) -> None:
+    close = {"connection": "close"}
+    loopback.enqueue(Reply(body=b"one", headers=close if side == "response" else {}), Reply(body=b"two"))
+    async with client() as http:
+        assert (await http.get(loopback.url, headers=close if side == "request" else {})).text == "one"
+        assert (await http.get(loopback.url)).text == "two"
+    assert loopback.connections == 2
+
+
+@pytest.mark.parametrize(("reset", "error"), [(False, httpx.RemoteProtocolError), (True, httpx.ReadError)],
+                         ids=["fin", "rst"])
+async def test_a_server_dying_mid_body_is_an_httpx_transport_error(
+    loopback: LoopbackServer, reset: bool, error: type[httpx.TransportError]
+) -> None:
+    loopback.enqueue(Reply(body=[b"Hel", b"lo"], disconnect_after=1, reset=reset), Reply(body=b"after"))
+    seen: list[bytes] = []
+    async with client() as http:
+        with pytest.raises(error):
+            async with http.stream("GET", loopback.url) as response:
+                async for part in response.aiter_raw():
+                    seen.append(part)
+        assert (await http.get(loopback.url)).text == "after"  # the pool goes on with a new connection
+    assert seen == [b"Hel"]
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["fin", "rst"])
+async def test_a_server_hanging_up_before_answering_is_retried_by_the_provider(
+    loopback: LoopbackServer, reset: bool
+) -> None:
+    # classification: the transport's error is an httpx.TransportError, which think retries
+    # while nothing has streamed yet
+    loopback.enqueue(Reply(no_response=True, reset=reset), Reply.sse(oa_text("fine")))
+    events = await collect(openai_model(loopback), ask())
+    assert text_of(events) == "fine"
+    assert len(loopback.requests) == 2
+
+
+async def test_read_timeouts_hold_per_read_not_per_response(loopback: LoopbackServer) -> None:
+    # 40 reads 50 ms apart outlast the 1.5 s read timeout together, never one at a time
+    loopback.enqueue(Reply(body=[b"x"] * 40, chunk_delay=0.05),
+                     Reply(body=b"late", delay=30),
+                     Reply(body=[b"first", b"late"], chunk_delay=30))
+    async with client(timeout=httpx.Timeout(10, read=1.5)) as http:
+        assert (await http.get(loopback.url)).text == "x" * 40
+    async with client(timeout=httpx.Timeout(10, read=0.2)) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            await http.get(loopback.url)  # no status line
+    async with client(timeout=httpx.Timeout(10, read=0.2)) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            async with http.stream("GET", loopback.url) as response:
+                async for part in response.aiter_raw():
+                    assert part == b"first"
+
+
+async def test_a_refused_connection_names_host_and_port() -> None:
+    port = closed_port()
+    async with client() as http:
+        with pytest.raises(httpx.ConnectError, match=f"cannot connect to 127.0.0.1:{port}"):
+            await http.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_tls_with_a_trusted_certificate_and_not_without() -> None:
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(server_context)
+    trusting = ssl.create_default_context()
+    authority.configure_trust(trusting)
+    async with LoopbackServer(tls=server_context) as server:
+        server.enqueue(Reply(body=[b"sec", b"ret"]), Reply(body=b"again"))
+        assert server.url.startswith("https://")
+        async with client(verify=trusting) as http:
+            assert (await http.get(server.url)).text == "secret"
+            assert (await http.get(server.url)).text == "again"
+        assert server.connections == 1
+        async with client(verify=ssl.create_default_context()) as http:
+            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                await http.get(server.url)
+
+
+async def test_a_thousand_streams_share_the_pool_limit(loopback: LoopbackServer) -> None:
+    count, limit = 1000, 50
+    loopback.handler = lambda request: Reply(body=[request.path.encode(), b"|end"])
+    async with client(httpx.Limits(max_connections=limit, max_keepalive_connections=limit)) as http:
+        async def one(i: int) -> str:
+            async with http.stream("GET", f"{loopback.url}/{i}") as response:
+                return b"".join([part async for part in response.aiter_raw()]).decode()
+
+        texts = await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(count))), 120)
+    assert texts == [f"/{i}|end" for i in range(count)]
+    assert loopback.connections <= limit  # queued requests waited for a connection and reused it
+
+
+async def test_a_full_pool_times_out_as_httpx_does(loopback: LoopbackServer) -> None:
+    loopback.enqueue(Reply(body=[b"held", b"end"], chunk_delay=30))
+    async with client(httpx.Limits(max_connections=1), timeout=httpx.Timeout(10, pool=0.2)) as http:
+        async with http.stream("GET", loopback.url) as held:
+            async for _ in held.aiter_raw():
+                break
+            with pytest.raises(httpx.PoolTimeout):
+                await http.get(loopback.url)
+
+
+def test_the_transport_runs_on_uvloop_too() -> None:
+    # think serve and the CLI run on uvloop (the fast extra), whose transports are its own classes
+    uvloop = pytest.importorskip("uvloop")
+
+    async def main() -> None:
+        async with LoopbackServer() as server:
+            server.enqueue(Reply(body=[b"on ", b"uv"]), Reply(body=b"loop"), Reply(body=[b"slow"], delay=30))
+            async with client(timeout=httpx.Timeout(10, read=0.2)) as http:
+                assert (await http.get(server.url)).text == "on uv"
+                assert (await http.get(server.url)).text == "loop"
+                with pytest.raises(httpx.ReadTimeout):
+                    await http.get(server.url)
+            assert server.connections == 1
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main())
