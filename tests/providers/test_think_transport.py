@@ -68,6 +68,14 @@ async def test_gzip_bodies_are_decoded_above_the_transport(loopback: LoopbackSer
             assert b"".join([part async for part in response.aiter_bytes()]) == b"data: squeezed\n\n" * 50
 
 
+async def test_a_gzipped_event_stream_reaches_the_provider_decoded(loopback: LoopbackServer) -> None:
+    # the provider reads raw bytes unless the body is content-encoded: then httpx decodes it
+    packed = gzip.compress(oa_text("squeezed", " stream").encode())
+    loopback.enqueue(Reply(headers={"content-type": "text/event-stream", "content-encoding": "gzip"},
+                           body=[packed[:30], packed[30:]]))
+    assert text_of(await collect(openai_model(loopback), ask())) == "squeezed stream"
+
+
 async def test_a_response_closed_early_drops_its_connection(loopback: LoopbackServer) -> None:
     loopback.enqueue(Reply(body=[b"first", *[b"more"] * 50], chunk_delay=0.05), Reply(body=b"next"))
     async with client() as http:

@@ -125,6 +125,14 @@ async def post_event_stream(
             yield response
 
 
+def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body, a piece per network read: ``aiter_raw`` unless it is content-encoded (gzip,
+    which ``aiter_bytes`` decodes), because each layer of ``aiter_bytes`` is paid per event."""
+    if response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity"):
+        return response.aiter_raw()
+    return response.aiter_bytes()
+
+
 def call_timeout(default: httpx.Timeout, seconds: float | None) -> httpx.Timeout:
     """``CallSettings.timeout`` (seconds) bounds each network operation of the call."""
     return default if seconds is None else httpx.Timeout(seconds)

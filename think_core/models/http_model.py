@@ -31,6 +31,7 @@ from ..events import Finish, ModelEvent, Usage
 from ._http import (
     DEFAULT_TIMEOUT,
     AnyClient,
+    body_reads,
     call_timeout,
     finish_reading,
     incomplete_stream,
@@ -233,7 +234,7 @@ class StreamingHTTPModel:
             provider=provider,
         ) as response:
             record_response(response.headers)
-            async with aclosing(aiter_sse_batches(response.aiter_bytes(), mapper.text_shape)) as batches:
+            async with aclosing(aiter_sse_batches(body_reads(response), mapper.text_shape)) as batches:
                 async for batch in batches:
                     events, failure = _map_batch(batch, mapper, provider)
                     if events:
