@@ -3,7 +3,7 @@
 // it up. Several hooks on one session are several tabs.
 import { useAgentChat } from "@cloudflare/ai-chat/react";
 import { useAgent } from "agents/react";
-import { BASE, HOST, assert, lastAssistant, renderHook, run, storedMessages, text, toolPart, unique, waitFor } from "./lib.mjs";
+import { BASE, HOST, assert, lastAssistant, renderHook, run, storedMessages, text, toolPart, unique, waitFor, within } from "./lib.mjs";
 
 const INTRODUCTION_START = "I am the offline demo model of think";
 
@@ -40,7 +40,7 @@ await run({
     assert.deepEqual(listed.map((m) => m.role), ["user", "assistant"]);
     const tab = mountTab(name);
     await waitFor(() => tab.now(), "the first render");
-    await tab.now().agent.ready; // resolves on cf_agent_identity
+    await within(tab.now().agent.ready, "agent.ready (the identity frame)");
     assert.equal(tab.now().agent.identified, true);
     assert.deepEqual(tab.now().messages.map((m) => m.id), listed.map((m) => m.id));
     tab.unmount();

@@ -5,8 +5,35 @@ import React from "react";
 import TestRenderer from "react-test-renderer";
 import { WebSocket } from "ws";
 
+// What every WebSocket of this script sent and heard, the newest last: printed when a check
+// fails, so a run that failed under load says which frame was missing or late.
+const trace = [];
+const started = Date.now();
+function note(socket, what, data) {
+  const text = typeof data === "string" ? data : data === undefined ? "" : `<${data.length ?? data.byteLength} bytes>`;
+  trace.push(`${String(Date.now() - started).padStart(6)} ms ${socket.traceId} ${what} ${text.slice(0, 160)}`);
+  if (trace.length > 200) trace.shift();
+}
+let sockets = 0;
+class TracedWebSocket extends WebSocket {
+  constructor(...args) {
+    super(...args);
+    this.traceId = `ws${++sockets}`;
+    note(this, "connect", String(args[0]));
+    this.addEventListener("open", () => note(this, "open"));
+    this.addEventListener("message", (event) => note(this, "in", event.data));
+    this.addEventListener("close", (event) => note(this, "close", `${event.code} ${event.reason}`));
+    this.addEventListener("error", (event) => note(this, "error", String(event.message ?? event)));
+  }
+
+  send(data, ...rest) {
+    note(this, "out", data);
+    return super.send(data, ...rest);
+  }
+}
+
 // Node 20 has no global WebSocket; browsers (and Node 22) do. partysocket looks for the global.
-globalThis.WebSocket ??= WebSocket;
+globalThis.WebSocket ??= TracedWebSocket;
 // React's act() environment flag: we drive updates from real network events, not act().
 globalThis.IS_REACT_ACT_ENVIRONMENT = false;
 
@@ -32,6 +59,16 @@ export function renderHook(useHook, props = {}) {
     rerender: (next) => renderer.update(tree(next)),
     unmount: () => renderer.unmount(),
   };
+}
+
+/** `promise`, or an error naming `what` once `timeout` ms pass first (a promise that never
+ * settles would hang the script until the test's own limit, saying nothing). */
+export function within(promise, what, timeout = DEADLINE) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), timeout);
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 export async function waitFor(check, what, timeout = DEADLINE) {
@@ -70,10 +107,12 @@ export async function run(checks) {
     if (only && name !== only) continue;
     const started = Date.now();
     try {
-      await check();
+      // A check that hangs (an await outside every waitFor) still fails with the frames it saw.
+      await within(check(), "the check to finish", 4 * DEADLINE);
       console.log(`ok ${name} (${Date.now() - started} ms)`);
     } catch (error) {
       console.log(`FAIL ${name}: ${error?.stack ?? error}`);
+      console.log(`WebSocket frames (newest last):\n${trace.join("\n")}`);
       process.exit(1);
     }
   }
