@@ -226,3 +226,31 @@ def test_the_transport_runs_on_uvloop_too() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         runner.run(main())
+
+
+async def raw_server(answer: bytes) -> tuple[asyncio.Server, str]:
+    """A server that reads one request head, writes ``answer`` and hangs up."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
+
+
+@pytest.mark.parametrize(("answer", "outcome"), [
+    (b"HTTP/1.1 200 OK\r\n\r\nuntil the end", "until the end"),  # neither length nor chunked
+    (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nafter", "after"),
+    (b"HTTP/1.1 200 OK\r\ncontent-length: 20\r\n\r\nshort", httpx.RemoteProtocolError),
+    (b"NOT HTTP AT ALL\r\n\r\n", httpx.RemoteProtocolError),
+], ids=["close-delimited", "100-continue", "short-content-length", "garbage"])
+async def test_framings_from_the_edges(answer: bytes, outcome: str | type[Exception]) -> None:
+    server, url = await raw_server(answer)
+    async with server, client() as http:
+        if isinstance(outcome, str):
+            assert (await http.get(url)).text == outcome
+        else:
+            with pytest.raises(outcome):
+                await http.get(url)

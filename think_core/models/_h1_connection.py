@@ -79,6 +79,7 @@ class H1Connection(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"invalid HTTP response: {exc}"))
+            self.abort()  # whatever follows cannot be framed: the connection is unusable
             return
         if self._body or self._complete:
             self._wake()
