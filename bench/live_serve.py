@@ -9,8 +9,8 @@ turn, the wall time against the model's pace (events × gap), and then its RSS g
 WebSocket connection (M clients connect to ``/agents/think/<id>``, receive the opening frames and
 stay open).
 
-Two configurations, each a fresh server: ``fast`` (the ``fast`` extra as installed: uvloop, the
-aiohttp transport) and ``plain`` (``THINK_EVENT_LOOP=asyncio THINK_HTTP_TRANSPORT=httpx``). The
+Two configurations, each a fresh server: ``fast`` (the ``fast`` extra as installed: uvloop, think's
+own HTTP transport) and ``plain`` (``THINK_EVENT_LOOP=asyncio THINK_HTTP_TRANSPORT=httpx``). The
 idle connections are measured with the ``fast`` configuration once per ``--ws-compression`` mode
 (each a fresh server): ``large`` (the default), ``all`` (uvicorn's own) and ``off``.
 
