@@ -254,3 +254,23 @@ async def test_framings_from_the_edges(answer: bytes, outcome: str | type[Except
         else:
             with pytest.raises(outcome):
                 await http.get(url)
+
+
+@pytest.mark.parametrize("limits", [httpx.Limits(keepalive_expiry=0), httpx.Limits(max_keepalive_connections=0)],
+                         ids=["expired", "none-kept"])
+async def test_connections_past_the_keep_alive_limits_are_closed(loopback: LoopbackServer, limits: httpx.Limits) -> None:
+    loopback.enqueue(Reply(body=b"one"), Reply(body=b"two"))
+    async with client(limits) as http:
+        assert [(await http.get(loopback.url)).text for _ in range(2)] == ["one", "two"]
+    assert loopback.connections == 2
+
+
+async def test_a_full_pool_closes_an_idle_connection_to_another_origin(loopback: LoopbackServer) -> None:
+    async with LoopbackServer() as other:
+        loopback.enqueue(Reply(body=b"here"), Reply(body=b"back"))
+        other.enqueue(Reply(body=b"there"))
+        async with client(httpx.Limits(max_connections=1)) as http:
+            assert (await http.get(loopback.url)).text == "here"
+            assert (await http.get(other.url)).text == "there"  # the idle one to loopback made room
+            assert (await http.get(loopback.url)).text == "back"
+        assert (loopback.connections, other.connections) == (2, 1)
