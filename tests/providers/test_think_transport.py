@@ -5,7 +5,9 @@ servers that die mid-body, timeouts, TLS, gzip, request bodies and the pool's li
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
+import socket
 import ssl
 from collections.abc import AsyncIterator
 
@@ -166,6 +168,26 @@ async def test_a_refused_connection_names_host_and_port() -> None:
     async with client() as http:
         with pytest.raises(httpx.ConnectError, match=f"cannot connect to 127.0.0.1:{port}"):
             await http.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_connect_that_hangs_times_out_as_httpx_does() -> None:
+    # a listening socket whose accept queue is full drops further SYNs: the connect hangs
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = [socket.socket() for _ in range(8)]
+        try:
+            for filler in fillers:
+                filler.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    filler.connect(("127.0.0.1", port))
+            async with client(timeout=httpx.Timeout(10, connect=0.3)) as http:
+                with pytest.raises(httpx.ConnectTimeout, match=f"connecting to 127.0.0.1:{port}"):
+                    await http.get(f"http://127.0.0.1:{port}/")
+        finally:
+            for filler in fillers:
+                filler.close()
 
 
 async def test_tls_with_a_trusted_certificate_and_not_without() -> None:
