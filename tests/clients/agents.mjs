@@ -13,9 +13,9 @@ function mountTab(name, options = {}) {
   const hook = renderHook(() => {
     const agent = useAgent({ agent: "think", name, host: HOST });
     const chat = useAgentChat({ agent, onTurnEnd: (event) => turnEnds.push(event), ...options });
-    return { agent, ...chat };
+    return { agent, ready: agent.ready, ...chat }; // agent.ready is reassigned per render: keep this one's
   });
-  return { ...hook, turnEnds, now: () => hook.result.current };
+  return { ...hook, turnEnds, now: () => hook.result.current, committed: () => hook.result.committed };
 }
 
 const connected = (tab) =>
@@ -39,8 +39,18 @@ await run({
     const listed = await (await fetch(`${BASE}/agents/think/${name}/get-messages`)).json();
     assert.deepEqual(listed.map((m) => m.role), ["user", "assistant"]);
     const tab = mountTab(name);
-    await waitFor(() => tab.now(), "the first render");
-    await within(tab.now().agent.ready, "agent.ready (the identity frame)");
+    // agent.ready of the render React kept: a mounting render React dropped (and mounted anew,
+    // with a new socket and a new ready promise) hands out a promise nothing ever settles.
+    const ready = (await waitFor(() => tab.committed(), "the first commit")).agent.ready;
+    await within(ready, "agent.ready (the identity frame)").catch(async (error) => {
+      // Say what the client saw: which of the ready promises its renders handed out settled.
+      const state = (promise) => Promise.race([promise.then(() => "resolved"), new Promise((r) => setTimeout(() => r("pending"), 50))]);
+      const promises = [...new Set(tab.result.renders.filter(Boolean).map((r) => r.ready))];
+      const states = await Promise.all(promises.map(state));
+      error.message += ` (identified: ${tab.now().agent.identified}; ${tab.result.renders.length} renders handed out ` +
+        `${promises.length} ready promise(s): ${states.join(", ")}; the awaited one is the last: ${ready === promises.at(-1)})`;
+      throw error;
+    });
     assert.equal(tab.now().agent.identified, true);
     assert.deepEqual(tab.now().messages.map((m) => m.id), listed.map((m) => m.id));
     tab.unmount();

@@ -42,13 +42,22 @@ export const HOST = new URL(BASE).host;
 export const DEADLINE = 30_000;
 export { assert };
 
-/** Render `useHook(props)` in a component; `result.current` is its latest return value. */
+/** Render `useHook(props)` in a component; `result.current` is its latest return value,
+ * `result.committed` that of the latest render React committed (what is on screen).
+ *
+ * They differ: React may render a component that is mounting, drop that render and mount it
+ * again from scratch (its refs and state made anew), as when an update arrives before the
+ * first commit; a busy machine makes that common. A value that belongs to one render — the
+ * agents client's `agent.ready` promise, say — is only settled by the render that was kept. */
 export function renderHook(useHook, props = {}) {
-  const result = { current: undefined, renders: [] };
+  const result = { current: undefined, committed: undefined, renders: [] };
   function Probe(p) {
     const value = useHook(p);
     result.current = value;
     result.renders.push(value);
+    React.useLayoutEffect(() => {
+      result.committed = value;
+    });
     return null;
   }
   // Suspense: useAgentChat suspends until its initial messages arrive.
