@@ -3,7 +3,7 @@
 // it up. Several hooks on one session are several tabs.
 import { useAgentChat } from "@cloudflare/ai-chat/react";
 import { useAgent } from "agents/react";
-import { BASE, HOST, assert, lastAssistant, renderHook, run, storedMessages, text, toolPart, unique, waitFor, within } from "./lib.mjs";
+import { BASE, HOST, assert, describeChat, lastAssistant, onFailure, renderHook, run, storedMessages, text, toolPart, unique, waitFor, within } from "./lib.mjs";
 
 const INTRODUCTION_START = "I am the offline demo model of think";
 
@@ -15,7 +15,9 @@ function mountTab(name, options = {}) {
     const chat = useAgentChat({ agent, onTurnEnd: (event) => turnEnds.push(event), ...options });
     return { agent, ready: agent.ready, ...chat }; // agent.ready is reassigned per render: keep this one's
   });
-  return { ...hook, turnEnds, now: () => hook.result.current, committed: () => hook.result.committed };
+  const tab = { ...hook, turnEnds, now: () => hook.result.current, committed: () => hook.result.committed };
+  onFailure.push(() => describeChat(`tab ${name}`, tab.now()));
+  return tab;
 }
 
 const connected = (tab) =>

@@ -15,6 +15,14 @@ function note(socket, what, data) {
   if (trace.length > 200) trace.shift();
 }
 let sockets = 0;
+/** Functions whose text is printed when a check fails (what the client showed then). */
+export const onFailure = [];
+/** A chat hook's visible state, short: status, then each message's role, id and parts. */
+export function describeChat(label, chat) {
+  const parts = (m) => (m.parts ?? []).map((p) => p.type === "text" ? `text:${JSON.stringify(p.text)}` : `${p.type}${p.state ? `:${p.state}` : ""}`);
+  const lines = (chat?.messages ?? []).map((m) => `  ${m.role} ${m.id} [${parts(m).join(", ")}]`);
+  return `${label}: status=${chat?.status} isServerStreaming=${chat?.isServerStreaming}\n${lines.join("\n")}`;
+}
 class TracedWebSocket extends WebSocket {
   constructor(...args) {
     super(...args);
@@ -122,6 +130,7 @@ export async function run(checks) {
     } catch (error) {
       console.log(`FAIL ${name}: ${error?.stack ?? error}`);
       console.log(`WebSocket frames (newest last):\n${trace.join("\n")}`);
+      for (const describe of onFailure) console.log(describe());
       process.exit(1);
     }
   }

@@ -14,6 +14,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.support import agents
@@ -21,8 +22,9 @@ from tests.support.web import chat_request, user, ws_url
 from tests.support.ws import until
 from think_core import hookimpl
 from think_core.errors import ProviderError
-from think_core.models.scripted import ScriptedModel, Step
+from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
+from think_core.server.hub import SessionHub
 from think_core.server.testing import running_server
 
 TIMEOUT = 20.0
@@ -201,3 +203,55 @@ async def test_a_message_that_crossed_a_snapshot_is_sent_back_before_its_answer(
         frames = await until(b, is_done("rb"))
         start = first_chunk_index(frames, "rb")
         assert any("ub" in ids for ids in snapshots(frames[:start])), [f["type"] for f in frames]
+
+
+# -- a client tool's answer and its continuation ----------------------------------------------------
+
+
+async def test_a_tab_waiting_for_a_continuation_gets_the_answered_call_before_the_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client answers its own tool and probes for the continuation before it streams
+    (``stream_pending``). The server's copy of the answered message reaches it before the
+    continuation is announced (``stream_resuming``), as the reference server does: a client
+    builds the resumed stream on the message it holds when it begins resuming, so an update
+    arriving after that would be written over by the stream's next chunk."""
+    # The answer waits for the turn ahead of it (hub.wait_idle): held there, the continuation has
+    # no stream yet and a probe hears pending — the window a busy machine opens.
+    waiting, release = asyncio.Event(), asyncio.Event()
+    wait_idle = SessionHub.wait_idle
+
+    async def held_wait_idle(self: SessionHub, session_id: str, **kwargs: Any) -> None:
+        if kwargs.get("kind") == "turn" and kwargs.get("timeout", 60.0) is None:
+            waiting.set()
+            await release.wait()
+        await wait_idle(self, session_id, **kwargs)
+
+    monkeypatch.setattr(SessionHub, "wait_idle", held_wait_idle)
+    model = ScriptedModel([
+        Step(text="Let me ask your browser.", tool_calls=[call("get_location", {}, id="call_loc")]),
+        Step(text="You are in Porto."),
+    ])
+    agent = make_agent(model)
+    client_tools = [{"name": "get_location", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}]
+    async with running_server(create_app(agent)) as base, connect(ws_url(base)) as ws:
+        await until(ws, lambda f: f["type"] == "cf_agent_identity")
+        await ws.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p0"}))
+        await until(ws, lambda f: f.get("probeId") == "p0")
+        await ws.send(json.dumps(chat_request("r1", [user("where am I?", "u1")], clientTools=client_tools)))
+        await until(ws, is_done("r1"))
+        await ws.send(json.dumps({
+            "type": "cf_agent_tool_result", "toolCallId": "call_loc", "toolName": "get_location",
+            "output": {"city": "Porto"}, "autoContinue": True,
+        }))
+        await waiting.wait()
+        await ws.send(json.dumps({"type": "cf_agent_stream_resume_request", "probeId": "p1"}))
+        assert (await until(ws, lambda f: f.get("probeId") == "p1"))[-1]["type"] == "cf_agent_stream_pending"
+        release.set()
+        frames = await until(ws, lambda f: f["type"] == "cf_agent_stream_resuming")
+        assert frames[-1]["probeId"] == "p1"
+        updates = [f["message"] for f in frames if f["type"] == "cf_agent_message_updated"]
+        parts = [p for m in updates for p in m["parts"] if p.get("toolCallId") == "call_loc"]
+        assert parts and parts[-1]["state"] == "output-available", [f["type"] for f in frames]
+        await ws.send(json.dumps({"type": "cf_agent_stream_resume_ack", "id": frames[-1]["id"]}))
+        rest = await until(ws, is_done(frames[-1]["id"]))
+        assert not [f for f in rest if f["type"] == "cf_agent_message_updated"], "the update came twice"
+        assert "You are in Porto." in json.dumps(last_snapshot(rest)[-1])

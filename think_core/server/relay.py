@@ -57,14 +57,16 @@ class TurnRelay:
         self.seq += 1
 
     def _announce(self) -> None:
-        # Connections waiting for a continuation resume this stream, from its first chunk.
-        self.hub.announce(self.session_id, self.stream_id)
         # The first chunk means the transcript was applied: its messages are persisted.
         for message in self.transcript.appended:
             self._broadcast(message_updated_frame(message), exclude=self.sender)
         # The server's copy of an answered message, in every tab (the sender's is its own edit).
         for message in self.transcript.answered:
             self._broadcast(message_updated_frame(message))
+        # Then the connections waiting for a continuation resume this stream, from its first
+        # chunk — after the updates: a client builds a resumed stream on the message it holds
+        # when it begins resuming, and an update arriving later is written over by the next chunk.
+        self.hub.announce(self.session_id, self.stream_id)
 
     async def begin(self, session: Session) -> None:
         """Before the first chunk of a stream: the turn applied the request's messages. When a
