@@ -214,6 +214,11 @@ await run({
         settled(tab),
       "the answer from the client tool's result, beside the settled call",
     );
+    // The resumed continuation is rebuilt from its stream: the server replays the message it
+    // continues first, so the earlier text and the answered call never leave the screen.
+    const continued = tab.result.renders.filter(Boolean).map((r) => lastAssistant(r.messages)).filter((m) => /Here is/.test(text(m)));
+    assert.ok(continued.length > 0 && continued.every((m) => text(m).startsWith("Let me ask your browser.") &&
+      toolPart([m], "get_location")?.state === "output-available"), "the continued message lost its earlier parts in a render");
     const stored = await storedMessages(name);
     assert.deepEqual(toolPart(stored, "get_location").output, { city: "Porto" });
     tab.unmount();

@@ -14,13 +14,14 @@ import asyncio
 import json
 from typing import Any
 
+import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.support import agents
-from tests.support.web import chat_request, user, ws_url
+from tests.support.web import chat_request, ui_text, user, ws_url
 from tests.support.ws import until
-from think_core import hookimpl
+from think_core import hookimpl, tool
 from think_core.errors import ProviderError
 from think_core.models.scripted import ScriptedModel, Step, call
 from think_core.server import create_app
@@ -251,7 +252,73 @@ async def test_a_tab_waiting_for_a_continuation_gets_the_answered_call_before_th
         updates = [f["message"] for f in frames if f["type"] == "cf_agent_message_updated"]
         parts = [p for m in updates for p in m["parts"] if p.get("toolCallId") == "call_loc"]
         assert parts and parts[-1]["state"] == "output-available", [f["type"] for f in frames]
-        await ws.send(json.dumps({"type": "cf_agent_stream_resume_ack", "id": frames[-1]["id"]}))
-        rest = await until(ws, is_done(frames[-1]["id"]))
+        cont = frames[-1]["id"]
+        await ws.send(json.dumps({"type": "cf_agent_stream_resume_ack", "id": cont}))
+        rest = await until(ws, is_done(cont))
         assert not [f for f in rest if f["type"] == "cf_agent_message_updated"], "the update came twice"
         assert "You are in Porto." in json.dumps(last_snapshot(rest)[-1])
+    # The resume replays the continued message first (clients rebuild a resumed answer from its
+    # stream alone), then the continuation's own chunks from its first: the whole answer.
+    replayed = [json.loads(f["body"]) for f in rest if f["type"] == "cf_agent_use_chat_response" and f["id"] == cont and f["body"]]
+    kinds = [c["type"] for c in replayed]
+    assert kinds[0] == "start" and replayed[0]["messageId"] == replayed[kinds.index("start", 1)]["messageId"], kinds
+    assert ui_text(replayed) == "Let me ask your browser.You are in Porto."
+    outputs = [c for c in replayed if c["type"] == "tool-output-available"]
+    assert [(c["toolCallId"], c["output"]) for c in outputs] == [("call_loc", {"city": "Porto"})]
+    prefix = [f for f in rest if f.get("replay") and "seq" not in f and f["body"]]
+    assert prefix and all(f["continuation"] for f in prefix) and "finish" not in [json.loads(f["body"])["type"] for f in prefix]
+
+
+class HoldStep:
+    """Holds the n-th model step (counted over the agent's turns) at ``before_step``."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.steps = n, 0
+        self.reached, self.opened = asyncio.Event(), asyncio.Event()
+
+    @hookimpl
+    async def before_step(self, ctx: Any) -> None:
+        self.steps += 1
+        if self.steps == self.n:
+            self.reached.set()
+            await self.opened.wait()
+
+
+async def test_a_page_reloaded_during_a_continuation_gets_the_whole_answer_over_http() -> None:
+    """``GET /api/chat/{id}/stream`` while a client tool's continuation streams: the replay
+    starts with the message the continuation continues (``useChat`` rebuilds a resumed answer
+    from its stream alone), then the continuation's own stream from its first chunk."""
+    hold = HoldStep(3)  # the continuation's second step: its first one is out
+    model = ScriptedModel([
+        Step(text="Let me ask your browser.", tool_calls=[call("get_location", {}, id="call_loc")]),
+        Step(text="Porto: ", tool_calls=[call("get_weather", {"city": "Porto"}, id="call_w")]),
+        Step(text="sunny."),
+    ])
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "sunny"
+
+    agent = make_agent(model, tools=[get_weather], plugins=[hold])
+    client_tools = [{"name": "get_location", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}]
+    async with running_server(create_app(agent)) as base, connect(ws_url(base)) as ws:
+        await until(ws, lambda f: f["type"] == "cf_agent_identity")
+        await ws.send(json.dumps(chat_request("r1", [user("where am I?", "u1")], clientTools=client_tools)))
+        await until(ws, is_done("r1"))
+        await ws.send(json.dumps({
+            "type": "cf_agent_tool_result", "toolCallId": "call_loc", "toolName": "get_location",
+            "output": {"city": "Porto"}, "autoContinue": True,
+        }))
+        await hold.reached.wait()
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http, http.stream("GET", "/api/chat/s1/stream") as resumed:
+            assert resumed.status_code == 200
+            hold.opened.set()
+            events = [ln[6:] async for ln in resumed.aiter_lines() if ln.startswith("data: ")]
+        await until(ws, lambda f: f["type"] == "cf_agent_use_chat_response" and f["done"] and f.get("continuation"))
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert ui_text(chunks) == "Let me ask your browser.Porto: sunny."
+    kinds = [c["type"] for c in chunks]
+    assert kinds.count("start") == 2 and kinds.count("finish") == 1, kinds
+    assert [c["output"] for c in chunks if c["type"] == "tool-output-available"] == [{"city": "Porto"}, "sunny"]

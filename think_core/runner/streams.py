@@ -95,6 +95,9 @@ class LiveStream:
         self._timer: asyncio.TimerHandle | None = None
         self._idle = 0.0  # seconds a followed remote stream went without a new chunk
         self._started = any(c.get("type") == "start" for c in self.chunks[:1])
+        # A continuation run here is resumed with the message it continues first (``None`` until
+        # the turn has taken that message up, see ``continues``); any other stream with nothing.
+        self._prefix: list[dict[str, Any]] | None = None if continuation and local else []
 
     @property
     def streaming(self) -> bool:
@@ -132,6 +135,17 @@ class LiveStream:
                 return
             self._written = start + len(batch)
 
+    @property
+    def awaits_prefix(self) -> bool:
+        """A continuation run here whose continued message is not known yet (see ``continues``)."""
+        return self._prefix is None
+
+    def continues(self, message_chunks: list[dict[str, Any]]) -> None:
+        """A continuation's turn took up the message it continues (its answers applied): what
+        :meth:`replay_prefix` gives a client resuming the stream."""
+        self._prefix = message_chunks
+        self._wake()
+
     async def finish(self, status: str) -> None:
         """Write what is left and record the outcome (the turn's answer is already stored)."""
         if self._timer is not None:
@@ -154,6 +168,19 @@ class LiveStream:
                 waiter.set_result(None)
 
     # -- a follower's side ----------------------------------------------------------------------
+    async def replay_prefix(self) -> list[dict[str, Any]]:
+        """What a client resuming this stream gets before its chunks. Clients rebuild a resumed
+        answer from the resumed stream alone (the AI SDK starts it afresh at its first ``start``:
+        a resume is a replay), so a continuation's resumers first get the message it continues
+        — its earlier text and answered calls — as the chunks that build it, without ``finish``
+        and without ``seq`` (they are not the stream's own). Empty for any other stream, and for
+        a continuation run in another process (its followers rely on the closing snapshot)."""
+        while self._prefix is None and self.streaming:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        return self._prefix or []
+
     async def follow(self, start: int = 0) -> AsyncGenerator[tuple[int, dict[str, Any]], None]:
         """``(seq, chunk)`` from ``start`` on, live, until the stream has ended."""
         seq = start
@@ -214,6 +241,8 @@ class SessionStreams:
         # Written with the turn's first batch (a round trip less per turn), as any chunk is.
         for chunk in replayed or ():
             live.append(chunk)
+        if replayed:  # restored after a crash: the stream already builds the whole message
+            live.continues([])
         self.current = live
         return live
 

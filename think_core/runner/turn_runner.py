@@ -23,6 +23,7 @@ from typing import Any
 from ..errors import NestedTurnError, StoreUnavailable
 from ..messages import new_id, origin_message_ids, served
 from ..turn.request import TurnFailed, TurnOutcome, TurnRequest
+from ..turn.ui_replay import replay_chunks
 from ..turn.ui_stream import AssistantMessageBuilder
 from ..types import ChatResponseResult, TurnConfig, TurnResult, UIMessage
 from .failures import TurnRecovery
@@ -246,6 +247,7 @@ class TurnRunner:
             except Exception as exc:
                 failure = TurnFailed(exc, "persist")
                 return await self.recovery.fail(failure, request_id, builder, persisted=False, body=body), None
+            await self._continued_message(sink, builder.message_id)
             outcome = await self.recovery.run_with_overflow_recovery(
                 request, request_id, body, builder, save_partial=lambda: self._save_partial(request, builder)
             )
@@ -270,6 +272,18 @@ class TurnRunner:
         history = await self.db.list_messages(self.session.id)
         if history and history[-1].role == "assistant":
             builder.continue_message(history[-1].id)
+
+    async def _continued_message(self, sink: _StreamSink | None, message_id: str) -> None:
+        """The message a continuation continues, as stored with its answers applied, for the
+        clients that resume its stream (see ``LiveStream.replay_prefix``)."""
+        live = sink.live if sink is not None else None
+        if live is None or not live.awaits_prefix:  # not a continuation, or restored after a crash
+            return
+        message = await self.db.get_message(self.session.id, message_id)
+        if message is None or message.role != "assistant" or _resumed_on_top(message):
+            live.continues([])
+            return
+        live.continues([c for c in replay_chunks(message) if c.get("type") != "finish"])
 
     async def _turn_body(self, request: TurnRequest) -> dict[str, Any] | None:
         """A continuation without a body of its own reuses the body of the turn it continues:
@@ -354,6 +368,20 @@ class _StreamSink:
             self.live.append(chunk)
         if self.forward is not None:
             self.forward(chunk)
+
+
+def _resumed_on_top(message: UIMessage) -> bool:
+    """Whether clients resume a stream on top of ``message`` rather than rebuilding it: the AI
+    SDK (5–7) keeps the answer it holds when a tool call in it is still being answered — an
+    approval responded to, input still streaming, a provider-run call without its output — and
+    rebuilds it from the resumed stream otherwise (a client tool's answered call included)."""
+    for part in message.parts:
+        state = part.get("state")
+        if "toolCallId" in part and (
+            state in ("approval-responded", "input-streaming") or (state == "input-available" and part.get("providerExecuted"))
+        ):
+            return True
+    return False
 
 
 def _message_ids(request: TurnRequest) -> list[str] | None:

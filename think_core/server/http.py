@@ -217,6 +217,8 @@ async def resume_stream(agent: Think, session_id: str) -> Response:
 
     async def body() -> AsyncIterator[str]:
         try:
+            for chunk in await live.replay_prefix():  # a continuation: the message it continues
+                yield sse(chunk)
             yield sse(first[1])
             async for _, chunk in chunks:
                 yield sse(chunk)

@@ -93,6 +93,8 @@ class StreamResume:
     async def _replay(self, live: LiveStream, sid: str) -> None:
         # The stream stays in ``following`` afterwards: its closing broadcast must not arrive twice.
         send, cont = self.connection.send, live.continuation
+        for chunk in await live.replay_prefix():  # a continuation: the message it continues
+            send(F.chunk_frame(sid, chunk, continuation=cont, replay=True))
         # The chunks so far, without an await in between: none is missed or sent twice.
         replayed = len(live.chunks)
         for seq, chunk in enumerate(live.chunks[:replayed]):
