@@ -46,6 +46,8 @@ class CountingStore:
         def counted(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             outer = getattr(_current, "method", None)
+            if outer is not None and getattr(_current, "group", None) is not None:
+                _current.group.append(name)  # a call inside atomic(): part of its transaction
             _current.method = (self, name) if outer is None else outer
             try:
                 return value(*args, **kwargs)
@@ -57,6 +59,29 @@ class CountingStore:
                     self.spent[name] += self.returned[name] - start
 
         return counted
+
+    @contextlib.contextmanager
+    def atomic(self, session_id: str | None = None) -> Iterator[None]:
+        """The wrapped store's ``atomic``, counted as one call (one transaction) named after the
+        calls made in it: ``atomic(a+b)``."""
+        if getattr(_current, "method", None) is not None:  # nested: part of the outer one
+            with self._store.atomic(session_id):
+                yield
+            return
+        start, key, group = time.perf_counter(), f"atomic#{id(object())}", []
+        _current.method, _current.group = (self, key), group
+        try:
+            with self._store.atomic(session_id):
+                yield
+        finally:
+            _current.method = _current.group = None
+            if self.recording:
+                name = f"atomic({'+'.join(group)})"
+                self.calls[name] += 1
+                self.returned[name] = time.perf_counter()
+                self.spent[name] += self.returned[name] - start
+                if key in self.statements:
+                    self.statements[name] += self.statements.pop(key)
 
     def request_calls(self) -> tuple[dict[str, int], dict[str, int]]:
         """``(calls, statements)`` by method, without the orphan watch's sweeps."""

@@ -12,10 +12,11 @@ orders rows by insertion), :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..messages import PENDING_TOOL_STATES, is_tool_part
@@ -92,11 +93,50 @@ class RowsBase:
 
     def _write(self, session_id: str | None = None) -> AbstractContextManager[Any]:
         """A write transaction; ``session_id`` names the session whose rows it changes (a
-        backend may serialise writes per session rather than per database)."""
+        backend may serialise writes per session rather than per database). Inside
+        :meth:`atomic` (on the same thread) it is the atomic transaction."""
         raise NotImplementedError
 
     def _read(self) -> AbstractContextManager[Any]:
         raise NotImplementedError
+
+    # -- several store calls as one transaction ---------------------------------------------
+    _atomic_local: threading.local
+
+    def _atomic_state(self) -> threading.local:
+        local: threading.local | None = self.__dict__.get("_atomic_local")
+        if local is None:  # made on first use (setdefault: threads racing here get the same one)
+            local = self.__dict__.setdefault("_atomic_local", threading.local())
+        return local
+
+    def _joined(self) -> Any:
+        """The connection of the :meth:`atomic` transaction open on this thread, if any."""
+        return getattr(self._atomic_state(), "conn", None)
+
+    @contextmanager
+    def atomic(self, session_id: str | None = None) -> Iterator[None]:
+        """The store calls made inside (on this thread) run in one write transaction: they
+        commit together when the block ends, or none does (an exception rolls all of them
+        back). ``session_id`` names the session the calls write (PostgreSQL takes its write
+        lock at the start). Nested blocks join the outer one.
+
+        Think: a durable turn's writes that belong together — a step's journal entries, the
+        answer with its completion and the end of its stream — are one round trip."""
+        state = self._atomic_state()
+        if getattr(state, "conn", None) is not None:
+            self._join_session(state.conn, session_id)
+            yield
+            return
+        with self._write(session_id) as conn:
+            state.conn, state.sessions = conn, {session_id}
+            try:
+                yield
+            finally:
+                state.conn = None
+
+    def _join_session(self, conn: Any, session_id: str | None) -> None:
+        """A call inside :meth:`atomic` writes ``session_id``: a backend that locks per session
+        takes that session's lock now, once per transaction."""
 
     @staticmethod
     def _ensure(conn: Any, session_id: str) -> None:

@@ -200,6 +200,10 @@ class SQLiteConnection(RowsBase):
     @contextmanager
     def _write(self, session_id: str | None = None) -> Iterator[sqlite3.Connection]:
         """A write transaction: the database's write lock is taken at BEGIN (waits up to busy_timeout)."""
+        joined = self._joined()
+        if joined is not None:  # inside atomic(): its transaction holds the write lock already
+            yield joined
+            return
         with self._lock:
             self._check_open()
             conn = self._conn
@@ -219,6 +223,10 @@ class SQLiteConnection(RowsBase):
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
         """A read transaction (one consistent snapshot for several statements)."""
+        joined = self._joined()
+        if joined is not None:
+            yield joined
+            return
         with self._lock:
             self._check_open()
             conn = self._conn

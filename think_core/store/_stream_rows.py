@@ -64,7 +64,12 @@ class StreamRows(RowsBase):
             row = conn.execute(
                 f"SELECT {_STREAM_COLUMNS} FROM streams WHERE session_id = ? AND stream_id = ?", (session_id, stream_id)
             ).fetchone()
+            self._stream_opened(conn, session_id, stream_id)
             return self._stream(conn, row)
+
+    def _stream_opened(self, conn: Any, session_id: str, stream_id: str) -> None:
+        """Tell other processes of the stream, once the transaction opening it commits (a
+        backend sharing its database with other processes does; see ``PostgresStore``)."""
 
     def append_stream_chunks(self, session_id: str, stream_id: str, first_seq: int, bodies: Sequence[str]) -> None:
         """Store ``bodies`` as chunks ``first_seq, first_seq + 1, …`` (a chunk already stored

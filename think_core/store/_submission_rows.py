@@ -26,7 +26,7 @@ _HOLDER_COLUMNS = (
 )
 _SUBMISSION_COLUMNS = (
     f"{_HOLDER_COLUMNS}, idempotency_key, error, metadata, messages, messages_applied_at, completed_at, "
-    "answer_message_id"
+    "answer_message_id, progress"
 )
 # Taking a row's lease: who the owner is, and for how long it holds it without a heartbeat
 # (NULL when the taker names no lease: never the previous owner's, which it may not keep).
@@ -85,6 +85,7 @@ class SubmissionRows(SubmissionJournal):
             messages_applied=row["messages_applied_at"] is not None,
             completed_at=row["completed_at"],
             answer_message_id=row["answer_message_id"],
+            progress=row["progress"],
         )
 
     def submission_owner(self) -> SubmissionOwner:

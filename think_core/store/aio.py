@@ -257,6 +257,18 @@ class AsyncStore:
     async def set_state(self, session_id: str, key: str, value: Any) -> None:
         return await self._call(self.sync.set_state, session_id, key, value)
 
+    async def atomic(self, work: Callable[[Store], T], *, session_id: str | None = None) -> T:
+        """``work(store)`` on the store's thread, its store calls one transaction (see
+        :meth:`Store.atomic`): they commit together, or — ``work`` raising — none does. Retried
+        whole while the database is unreachable (nothing of a failed attempt was committed)."""
+        store = self.sync
+
+        def atomically() -> T:
+            with store.atomic(session_id):
+                return work(store)
+
+        return await self._on_store_thread(atomically)
+
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
         belong together, without a thread hop each."""

@@ -18,6 +18,7 @@ algebra, what recovery does with an interrupted submission) lives outside them, 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -92,6 +93,9 @@ class Submission(BaseModel):
     owner: SubmissionOwner | None = None  # the last owner of its lease
     heartbeat_at: float | None = None
     lease_expires_at: float | None = None  # while running
+    #: Entries its step journal has had (0: no turn of it journaled anything, so there is no
+    #: journal to read).
+    progress: int = 0
 
 
 class UnfinishedSubmission(BaseModel):
@@ -277,3 +281,7 @@ class Store(Protocol):
     # key/value engine state
     def get_state(self, session_id: str, key: str) -> Any: ...
     def set_state(self, session_id: str, key: str, value: Any) -> None: ...
+
+    # several calls in one transaction: those made inside the block (on this thread) commit
+    # together or not at all; ``session_id`` names the session they write
+    def atomic(self, session_id: str | None = None) -> AbstractContextManager[None]: ...

@@ -43,7 +43,7 @@ from ._rows import RowsBase
 from ._session_rows import SessionRows
 from ._stream_rows import StreamRows
 from ._submission_rows import SubmissionRows
-from .base import StreamInfo, is_postgres_url
+from .base import is_postgres_url
 from .shared import StreamListener
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "is_postgres_url"]
@@ -142,12 +142,31 @@ class PostgresConnection(RowsBase):
     def _write(self, session_id: str | None = None) -> Iterator[_Connection]:
         # BEGIN and the session's write lock in one round trip (the simple query protocol
         # takes both statements at once; the key is computed here, so there is no parameter).
-        begin = "BEGIN" if session_id is None else f"BEGIN; SELECT pg_advisory_xact_lock({_lock_key(f'w:{self.schema}:{session_id}')})"
+        joined = self._joined()
+        if joined is not None:  # inside atomic(): one transaction, each session's lock taken once
+            self._join_session(joined, session_id)
+            yield joined
+            return
+        begin = "BEGIN" if session_id is None else f"BEGIN; {self._session_lock(session_id)}"
         with self._transaction(begin) as conn:
             yield conn
 
+    def _session_lock(self, session_id: str) -> str:
+        return f"SELECT pg_advisory_xact_lock({_lock_key(f'w:{self.schema}:{session_id}')})"
+
+    def _join_session(self, conn: Any, session_id: str | None) -> None:
+        sessions: set[str | None] = self._atomic_state().sessions
+        if session_id not in sessions:
+            sessions.add(session_id)
+            if session_id is not None:
+                conn.execute(self._session_lock(session_id))
+
     @contextmanager
     def _read(self) -> Iterator[_Connection]:
+        joined = self._joined()
+        if joined is not None:  # inside atomic(): the writes so far are seen, under the session's lock
+            yield joined
+            return
         with self._transaction("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY") as conn:
             yield conn
 
@@ -214,14 +233,10 @@ class PostgresStore(SessionRows, StreamRows, SubmissionRows, PostgresConnection)
     ``schema`` (default ``think``) holds the tables, created on first use; ``host`` is the name
     recorded as the owner host of the submissions this store runs."""
 
-    def open_stream(
-        self, session_id: str, stream_id: str, *, continuation: bool = False, message_ids: Sequence[str] | None = None
-    ) -> StreamInfo:
-        info = super().open_stream(session_id, stream_id, continuation=continuation, message_ids=message_ids)
-        # Told once the stream is committed, so a listener can read what it hears of.
-        with self._pool.connection() as conn:
-            notify_stream(conn, self.schema, self.owner_id, session_id, stream_id)
-        return info
+    def _stream_opened(self, conn: Any, session_id: str, stream_id: str) -> None:
+        # NOTIFY in the transaction is delivered when it commits: a listener can read what it
+        # hears of, and the notification costs no round trip of its own.
+        notify_stream(conn, self.schema, self.owner_id, session_id, stream_id)
 
     def session_lock(self, session_id: str) -> PgSessionLock:
         return self._locks.lock(session_id)
