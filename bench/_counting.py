@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Iterator
@@ -43,6 +44,7 @@ class CountingStore:
         if not callable(value) or name.startswith("_"):
             return value
 
+        @functools.wraps(value)
         def counted(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             outer = getattr(_current, "method", None)
@@ -61,17 +63,17 @@ class CountingStore:
         return counted
 
     @contextlib.contextmanager
-    def atomic(self, session_id: str | None = None) -> Iterator[None]:
+    def atomic(self, session_id: str | None = None, *, read_only: bool = False) -> Iterator[None]:
         """The wrapped store's ``atomic``, counted as one call (one transaction) named after the
         calls made in it: ``atomic(a+b)``."""
         if getattr(_current, "method", None) is not None:  # nested: part of the outer one
-            with self._store.atomic(session_id):
+            with self._store.atomic(session_id, read_only=read_only):
                 yield
             return
         start, key, group = time.perf_counter(), f"atomic#{id(object())}", []
         _current.method, _current.group = (self, key), group
         try:
-            with self._store.atomic(session_id):
+            with self._store.atomic(session_id, read_only=read_only):
                 yield
         finally:
             _current.method = _current.group = None

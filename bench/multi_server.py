@@ -170,7 +170,10 @@ def round_trip_rows(db: str, label: str, model_url: str, pg: bool) -> list[list[
         counted = asyncio.run(count_round_trips(store, model_url, pg))
     finally:
         store.close()
-    by_method = ", ".join(f"{m} {n}" for m, n in sorted(counted["calls"].items()))
+    statements = counted["statements"]
+    by_method = ", ".join(
+        f"{m} {n}" + (f" ({statements[m]} st.)" if m in statements else "") for m, n in sorted(counted["calls"].items())
+    )
     return [[label, sum(counted["calls"].values()), counted["transactions"],
              sum(counted["statements"].values()) if pg else "–", by_method]]
 

@@ -14,7 +14,7 @@ from tests.support.cited import PNG_1X1
 from think_core import GeneratedFile
 from think_core.store import AsyncStore, SQLiteStore
 from think_core.turn.journal import TurnJournal
-from think_core.types import StepResult, UIMessage
+from think_core.types import StepResult, ToolCallRequest, UIMessage
 
 DRAWN = GeneratedFile("image/png", base64=PNG_1X1, provider_metadata={"google": {"thoughtSignature": "c2ln"}})
 LINKED = GeneratedFile("image/png", url="https://files.example/drawn.png")
@@ -29,7 +29,10 @@ async def journaled(tmp_path: Path, files: list[GeneratedFile], parts: list[dict
     claimed = await db.claim_next_submission("s")
     assert claimed is not None
     journal = TurnJournal(db, "s", claimed.submission_id)
-    step = StepResult(session=None, request_id="r1", step_number=0, text="Here.", files=files)
+    # A step with a tool call: journaled when it finishes (the answer's own step is held for
+    # the answer's transaction).
+    call = ToolCallRequest(id="c1", name="lookup", input={})
+    step = StepResult(session=None, request_id="r1", step_number=0, text="Here.", files=files, tool_calls=[call])
     answer = UIMessage(id="a1", role="assistant", parts=[{"type": "text", "text": "Here."}, *parts])
     await journal.step_finished(step, lambda: answer)
     [entry] = await db.submission_journal("s", claimed.submission_id)

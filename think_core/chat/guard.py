@@ -33,7 +33,7 @@ class ClientGuard:
         self._attachments = attachments
 
     async def __call__(self, window: MessageWindow, transcript: ClientTranscript) -> None:
-        live = await self._streams.find()
+        live = await (self._streams.find(stored=window.stream) if window.stream_read else self._streams.find())
         start = live.chunks[0] if live is not None and live.streaming and live.chunks else {}
         in_flight = {start["messageId"]} if isinstance(start.get("messageId"), str) else set()
         check_transcript(window.messages, transcript.messages, trigger=transcript.trigger,

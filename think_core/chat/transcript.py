@@ -15,6 +15,7 @@ turn of the session (see ``Session.stream_transcript``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from ..types import Trigger, UIMessage
 from .authority import REGENERATE, check_replacement, waiting_parts
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, MessageWindow
+    from ..store import AsyncStore, MessageWindow, Store
 
 SUBMIT = "submit-message"
 
@@ -170,7 +171,13 @@ async def request_window(db: AsyncStore, session_id: str, transcript: ClientTran
     named = [m.id for m in transcript.messages]
     if transcript.message_id is not None:
         named.append(transcript.message_id)
-    return await db.message_window(session_id, named, before=1, last=2)
+
+    def read(store: Store) -> MessageWindow:
+        # With the session's stream (the guard asks what streams now): one snapshot, one trip.
+        window = store.message_window(session_id, named, before=1, last=2)
+        return dataclasses.replace(window, stream=store.get_stream(session_id), stream_read=True)
+
+    return await db.atomic(read, session_id=session_id, read_only=True)
 
 
 def message_with_tool_call(messages: Sequence[UIMessage], tool_call_id: str) -> UIMessage | None:

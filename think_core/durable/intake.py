@@ -7,17 +7,21 @@ submission's completion in one transaction, so a crash never leaves one without 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..turn.intake import HistoryStore, TurnRequestFields
+from ..turn.intake import HistoryStore, StoreWrite, TurnRequestFields
 from ..turn.pending_calls import ToolAnswer, apply_answer
 from .crash_recovery import REPLACING_KEY
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, Submission
+    from ..store import AsyncStore, HistoryChanges, Store, Submission
     from ..types import UIMessage
 
-__all__ = ["ANSWERS_KEY", "SubmissionIntake"]
+__all__ = ["ANSWERS_KEY", "UNFINISHED", "SubmissionIntake"]
+
+#: The statuses of a submission still to run (or running).
+UNFINISHED = ("pending", "running")
 
 #: A continuation's key in a submission's ``metadata``: the tool answers it applies (a client
 #: tool's results, a human's approvals). Its one message is the assistant message it continues,
@@ -37,6 +41,9 @@ class SubmissionIntake:
         self.row = row
         self.recovering = recovering
         self.answered = False
+        #: Whether anything of the session was unfinished once the answer was stored (``None``:
+        #: not known, the turn stored no answer).
+        self.unfinished_after: bool | None = None
 
     @property
     def answers(self) -> list[ToolAnswer] | None:
@@ -45,27 +52,54 @@ class SubmissionIntake:
         return [ToolAnswer.from_dict(a) for a in raw] if isinstance(raw, list) else None
 
     async def admit(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> bool:
+        if not self.recovering:
+            # Claimed by this drain just now, with a lease: it is ours. A stop that finished it
+            # meanwhile in another process is learnt at the turn's first journal entry or its
+            # answer (both refused), so the re-read would cost every turn a round trip to save
+            # a rare one a model call.
+            return True
         current = await self._db.get_submission(session_id, self.row.submission_id)
         return current is not None and current.status == "running"
 
-    async def write(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> None:
+    async def write(
+        self, db: HistoryStore, session_id: str, request: TurnRequestFields, opening: Sequence[StoreWrite] = ()
+    ) -> None:
         answers = self.answers
         if answers is not None:
             # Applied again after a crash: answering a call twice is ignored.
             for answer in answers:
                 await apply_answer(self._db, session_id, answer.tool_call_id, answer.settle())
         elif not self.recovering:
-            replacing = (self.row.metadata or {}).get(REPLACING_KEY)
-            if replacing:
-                await self._db.apply_submission_messages(session_id, self.row.submission_id, replacing_from=replacing)
-            else:
-                await self._db.apply_submission_messages(session_id, self.row.submission_id)
+            submission_id = self.row.submission_id
+            replacing = (self.row.metadata or {}).get(REPLACING_KEY) or None
+
+            history = self._db.model_history
+            since = history.mark(session_id)
+
+            def apply(store: Store) -> HistoryChanges:
+                # One transaction: the messages applied, what goes with them (the stream opened),
+                # and the history as the turn's model will read it (changes since the cached one).
+                for write in opening:
+                    write(store)
+                store.apply_submission_messages(session_id, submission_id, replacing_from=replacing)
+                return store.history_changes(session_id, since)
+
+            history.prefetched(session_id, since, await self._db.atomic(apply, session_id=session_id))
 
     async def store_answer(
-        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None
+        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None,
+        closing: Sequence[StoreWrite] = (),
     ) -> bool:
         self.answered = True  # stored, or refused because the row is not ours: never finish it elsewhere
-        stored: bool = await self._db.store_submission_answer(
-            session_id, self.row.submission_id, message, status, error=error
-        )
-        return stored
+        submission_id = self.row.submission_id
+
+        def answer(store: Store) -> bool:
+            # One transaction: the answer with the row's completion, what the turn held back for
+            # it (its stream's end), and whether the session has anything else to run.
+            for write in closing:
+                write(store)
+            stored = store.store_submission_answer(session_id, submission_id, message, status, error=error)
+            self.unfinished_after = bool(store.list_submissions(session_id, status=UNFINISHED, limit=1))
+            return stored
+
+        return await self._db.atomic(answer, session_id=session_id)

@@ -29,7 +29,7 @@ from ..turn.journal import TurnJournal
 from ..turn.request import TurnRequest
 from ..types import Trigger
 from .crash_recovery import recover_orphaned_submissions, resume_own_submissions
-from .intake import SubmissionIntake
+from .intake import UNFINISHED, SubmissionIntake
 from .lease import LeaseKeeper
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("think.submissions")
 
-_UNFINISHED = ("pending", "running")
+_UNFINISHED = UNFINISHED
 
 #: Seconds between two looks at a submission another owner runs (is the owner gone, did its
 #: lease expire?) while a drain waits for it.
@@ -106,6 +106,7 @@ class SubmissionQueue:
         self._listeners: dict[str, list[asyncio.Queue[Any]]] = {}
         #: This process's submissions whose turn a store outage stopped: run again once it is back.
         self._interrupted: set[str] = set()
+        self._kicks = 0
 
     async def recover(self) -> None:
         """Called once when the session opens in this process: drain if anything is unfinished.
@@ -149,6 +150,7 @@ class SubmissionQueue:
     def kick(self) -> None:
         """Make sure a drain is running. It runs in a fresh context: a submission accepted
         from inside a turn must not look like a nested call to the drain."""
+        self._kicks += 1  # a drain running now looks again before it ends
         if self._drain_task is None or self._drain_task.done():
             self._drain_task = asyncio.get_running_loop().create_task(
                 self._drain(), name=f"think-drain-{self.session_id}", context=contextvars.Context()
@@ -185,10 +187,14 @@ class SubmissionQueue:
             # the sweep below retakes the orphan.
             claimed = await self.db.claim_next_submission(session_id, in_order=True, lease=self.lease)
             if claimed is not None:
-                await self._run(claimed, recovering=False)
-                # Usually nothing else is unfinished: one read says so, instead of a sweep for
-                # orphans and a claim that both find nothing (two round trips per turn).
-                if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
+                kicks = self._kicks
+                unfinished = await self._run(claimed, recovering=False)
+                # Usually nothing else is unfinished: the answer's transaction said so (or one
+                # read does), instead of a sweep for orphans and a claim that both find nothing.
+                # A submission accepted here since is run: its kick found this drain running.
+                if unfinished is None:
+                    unfinished = bool(await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1))
+                if not unfinished and kicks == self._kicks:
                     return False
                 continue
             recovered = await self.db.run(recover_orphaned_submissions, session_id, lease=self.lease)
@@ -196,7 +202,8 @@ class SubmissionQueue:
                 await self._run(retaken, recovering=True)
             if recovered:
                 continue
-            if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1):
+            kicks = self._kicks
+            if not await self.db.list_submissions(session_id, status=_UNFINISHED, limit=1) and kicks == self._kicks:
                 return False
             try:
                 await asyncio.wait_for(self._change().wait(), min(self.lease / 3, OWNER_CHECK))
@@ -209,7 +216,9 @@ class SubmissionQueue:
         if task is not None and not task.done():
             await asyncio.shield(task)
 
-    async def _run(self, row: Submission, *, recovering: bool) -> None:
+    async def _run(self, row: Submission, *, recovering: bool) -> bool | None:
+        """Run ``row``'s turn; whether anything of the session was unfinished after its answer
+        was stored (``None``: not known)."""
         db, sid, session_id = self.db, row.submission_id, self.session_id
         intake = SubmissionIntake(db, row, recovering=recovering)
         trigger, body = _trigger_and_body(row)
@@ -222,7 +231,7 @@ class SubmissionQueue:
             request_id=sid,
             intake=intake,
             answers=_answered_message_id(row),
-            journal=TurnJournal(db, session_id, sid),
+            journal=TurnJournal(db, session_id, sid, entries=row.progress),
             resumable=True,  # a page can follow it, after a restart too
         )
         if recovering:  # a fresh claim took the lease with the row; a retaken row renews it now
@@ -257,6 +266,7 @@ class SubmissionQueue:
             for listener in self._listeners.get(sid, ()):
                 listener.put_nowait(_DONE)
         self._notify()
+        return intake.unfinished_after
 
     # -- following a submission's turn live ---------------------------------------------------
     def listen(self, submission_id: str) -> asyncio.Queue[Any]:

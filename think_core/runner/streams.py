@@ -17,6 +17,7 @@ that transports ask for the stream to replay.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import time
@@ -24,9 +25,16 @@ from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, StreamInfo
+    from ..store import AsyncStore, Store, StreamInfo
 
 logger = logging.getLogger("think.streams")
+
+class _Unread(enum.Enum):
+    UNREAD = "unread"
+
+
+#: ``SessionStreams.find``'s caller did not read the stored stream.
+_UNREAD = _Unread.UNREAD
 
 #: Chunks after which a write is due even without a boundary.
 BATCH = 32
@@ -65,6 +73,55 @@ def dumps_chunk(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
 
 
+class StreamOpen:
+    """A stream's opening — its row, and after a crash the chunks an earlier run left dropped
+    (the stream is written again from what the journal restores) — made by whoever calls it
+    with the store: the transaction writing the turn's input (see ``SessionStreams.begin``)."""
+
+    __slots__ = ("session_id", "stream_id", "continuation", "message_ids", "restart", "written")
+
+    def __init__(
+        self, session_id: str, stream_id: str, continuation: bool, message_ids: list[str] | None, restart: bool
+    ) -> None:
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.continuation = continuation
+        self.message_ids = message_ids
+        self.restart = restart
+        self.written = False
+
+    def __call__(self, store: Store) -> None:
+        store.open_stream(self.session_id, self.stream_id, continuation=self.continuation, message_ids=self.message_ids)
+        if self.restart:
+            store.truncate_stream(self.session_id, self.stream_id, 0)
+        self.written = True
+
+
+class StreamEnd:
+    """A stream's last chunks and its outcome, written by whoever calls it with the store —
+    the transaction that stores the turn's answer (see ``LiveStream.ending``)."""
+
+    __slots__ = ("session_id", "stream_id", "first_seq", "bodies", "status", "opening", "written")
+
+    def __init__(
+        self, session_id: str, stream_id: str, first_seq: int, bodies: list[str], status: str, opening: StreamOpen | None
+    ) -> None:
+        self.session_id = session_id
+        self.stream_id = stream_id
+        self.first_seq = first_seq
+        self.bodies = bodies
+        self.status = status
+        self.opening = opening
+        self.written = False
+
+    def __call__(self, store: Store) -> None:
+        if self.opening is not None and not self.opening.written:
+            self.opening(store)
+        store.append_stream_chunks(self.session_id, self.stream_id, self.first_seq, self.bodies)
+        store.finish_stream(self.session_id, self.stream_id, self.status)
+        self.written = True
+
+
 class LiveStream:
     """The chunks of one turn's stream, in order (``seq`` is the index), and its outcome."""
 
@@ -79,6 +136,7 @@ class LiveStream:
         status: str = "streaming",
         chunks: list[dict[str, Any]] | None = None,
         local: bool = True,
+        opening: StreamOpen | None = None,
     ) -> None:
         self.session_id = session_id
         self.stream_id = stream_id
@@ -94,6 +152,11 @@ class LiveStream:
         self._writer: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._idle = 0.0  # seconds a followed remote stream went without a new chunk
+        self._ending: StreamEnd | None = None
+        #: The stream's opening until ``opened`` (for the transaction of the turn's input to
+        #: make); nothing is written to the stream before it is made.
+        self.opening = opening
+        self._settled: asyncio.Future[None] | None = asyncio.get_running_loop().create_future() if opening else None
         self._started = any(c.get("type") == "start" for c in self.chunks[:1])
         # A continuation run here is resumed with the message it continues first (``None`` until
         # the turn has taken that message up, see ``continues``); any other stream with nothing.
@@ -125,7 +188,21 @@ class LiveStream:
         if self._writer is None or self._writer.done():
             self._writer = asyncio.get_running_loop().create_task(self._write(), name=f"think-stream-{self.stream_id}")
 
+    async def opened(self) -> None:
+        """The turn's input is written: the stream's opening was made in that transaction, or
+        is made now. Chunks are written only from then on (a restarted stream drops its old
+        ones first)."""
+        opening, self.opening = self.opening, None
+        try:
+            if opening is not None and not opening.written:
+                await self._db.atomic(opening, session_id=self.session_id)
+        finally:
+            if self._settled is not None and not self._settled.done():
+                self._settled.set_result(None)
+
     async def _write(self) -> None:
+        if self._settled is not None:
+            await self._settled
         while self._written < len(self.chunks):
             start, batch = self._written, self.chunks[self._written:]
             try:
@@ -133,7 +210,21 @@ class LiveStream:
             except Exception:  # the log serves late joiners: it must never break the turn
                 logger.exception("writing the stream of turn %s failed", self.stream_id)
                 return
-            self._written = start + len(batch)
+            self._written = max(self._written, start + len(batch))
+
+    def ending(self, status: str) -> StreamEnd:
+        """The stream's end as it stands now — the chunks not written yet and ``status`` — for
+        the transaction storing the turn's answer to write: a late joiner in another process
+        then finds the turn streaming, or its answer stored and its stream whole, never one
+        without the other, and the turn's end costs no round trip of its own."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        start, opening = self._written, self.opening
+        bodies = [dumps_chunk(c) for c in self.chunks[start:]]
+        # Not opened yet (the turn ended before its input was written): the end opens it too.
+        self._ending = StreamEnd(self.session_id, self.stream_id, start, bodies, status, opening)
+        return self._ending
 
     @property
     def awaits_prefix(self) -> bool:
@@ -151,13 +242,21 @@ class LiveStream:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        try:
+            await self.opened()
+        except Exception:  # the log serves late joiners: it must never break the turn
+            logger.exception("opening the stream of turn %s failed", self.stream_id)
         if self._writer is not None:
             await asyncio.gather(self._writer, return_exceptions=True)
-        await self._write()
-        try:
-            await self._db.finish_stream(self.session_id, self.stream_id, status)
-        except Exception:
-            logger.exception("recording the end of the stream of turn %s failed", self.stream_id)
+        end = self._ending
+        if end is not None and end.written:
+            self._written = max(self._written, end.first_seq + len(end.bodies))
+        if end is None or not end.written or end.status != status or self._written < len(self.chunks):
+            await self._write()
+            try:
+                await self._db.finish_stream(self.session_id, self.stream_id, status)
+            except Exception:
+                logger.exception("recording the end of the stream of turn %s failed", self.stream_id)
         self.status = status
         self._wake()
 
@@ -226,17 +325,16 @@ class SessionStreams:
         self.current: LiveStream | None = None
         self.last: LiveStream | None = None
 
-    async def begin(
+    def begin(
         self, stream_id: str, *, continuation: bool, message_ids: list[str] | None, replayed: list[dict[str, Any]] | None = None
     ) -> LiveStream:
-        """Start recording ``stream_id``. A durable turn passes ``replayed``, the chunks of what
-        its journal restores (none on its first run): after a crash its stream is
-        written again from them, so it shows the whole answer whatever the crash cut off."""
-        info = await self._db.open_stream(self.session_id, stream_id, continuation=continuation, message_ids=message_ids)
-        if replayed is not None and info.length:
-            await self._db.truncate_stream(self.session_id, stream_id, 0)
+        """Start recording ``stream_id`` (in memory: its ``opening`` is for the turn's input
+        transaction to make, see ``LiveStream.opened``). A durable turn passes ``replayed``, the
+        chunks of what its journal restores (none on its first run): after a crash its stream
+        is written again from them, so it shows the whole answer whatever the crash cut off."""
+        opening = StreamOpen(self.session_id, stream_id, continuation, message_ids, restart=replayed is not None)
         live = LiveStream(
-            self.session_id, stream_id, self._db, continuation=info.continuation, message_ids=info.message_ids
+            self.session_id, stream_id, self._db, continuation=continuation, message_ids=message_ids, opening=opening
         )
         # Written with the turn's first batch (a round trip less per turn), as any chunk is.
         for chunk in replayed or ():
@@ -252,13 +350,14 @@ class SessionStreams:
             self.current = None
         self.last = live
 
-    async def find(self, stream_id: str | None = None) -> LiveStream | None:
+    async def find(self, stream_id: str | None = None, *, stored: StreamInfo | None | _Unread = _UNREAD) -> LiveStream | None:
         """The stream to replay: ``stream_id`` (running or ended), or — ``None`` — the one
-        running now, in this process or in another one sharing the store."""
+        running now, in this process or in another one sharing the store. ``stored``: what
+        the store said of the session's stream (``get_stream``), when the caller read it."""
         for live in (self.current, self.last):
             if live is not None and (stream_id == live.stream_id or (stream_id is None and live.streaming)):
                 return live
-        info = await self._db.get_stream(self.session_id, stream_id)
+        info = await self._db.get_stream(self.session_id, stream_id) if stored is _UNREAD else stored
         if info is None or (stream_id is None and info.status != "streaming"):
             return None
         return await self._remote(info)

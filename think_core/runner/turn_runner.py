@@ -228,30 +228,25 @@ class TurnRunner:
             raise
         body = handle.body = await self._turn_body(request)
         request.config = self._turn_config(request)
-        replay = await request.journal.load()
-        if replay.message_id is not None:  # resumed after a crash: the same answer, so far
-            builder.restore(replay.message_id, replay.parts)
-        elif request.continuation:
-            await self._continue_message(builder)
-        if sink is not None:
-            replayed = request.journal.stream_start(builder.message)
-            sink.live = await self.session.streams.begin(
-                request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
-            )
-        builder.start()
+        live = await self._begin(request, request_id, builder, sink)
         try:
             try:
-                await request.intake.write(self.db, self.session.id, request)
+                # The stream is opened in the transaction writing the input, where the intake has one.
+                await request.intake.write(self.db, self.session.id, request, [live.opening] if live and live.opening else [])
             except (asyncio.CancelledError, StoreUnavailable):
                 raise
             except Exception as exc:
                 failure = TurnFailed(exc, "persist")
+                if live is not None:
+                    await live.opened()
                 return await self.recovery.fail(failure, request_id, builder, persisted=False, body=body), None
+            if live is not None:
+                await live.opened()
             await self._continued_message(sink, builder.message_id)
             outcome = await self.recovery.run_with_overflow_recovery(
                 request, request_id, body, builder, save_partial=lambda: self._save_partial(request, builder)
             )
-            message = await self._persist(request, handle, builder, outcome)
+            message = await self._persist(request, handle, builder, outcome, sink)
             # A cancel arriving now (the answer is already persisted) ends here as well.
             await self.recovery.compact_between_turns()
         except asyncio.CancelledError:
@@ -259,11 +254,30 @@ class TurnRunner:
             if not builder.persisted:
                 builder.abort()
                 # Shielded: a second cancellation must not lose the partial answer.
-                await asyncio.shield(self._persist(request, handle, builder, aborted))
+                await asyncio.shield(self._persist(request, handle, builder, aborted, sink))
             if _absorb_cancel(handle):
                 return aborted, builder.persisted
             raise
         return outcome, message
+
+    async def _begin(
+        self, request: TurnRequest, request_id: str, builder: AssistantMessageBuilder, sink: _StreamSink | None
+    ) -> LiveStream | None:
+        """The answer's start: what an interrupted run of the turn journaled (restored), the
+        message a continuation continues, and the turn's resumable stream (begun, not opened
+        in the store yet: the input's transaction does that)."""
+        replay = await request.journal.load()
+        if replay.message_id is not None:  # resumed after a crash: the same answer, so far
+            builder.restore(replay.message_id, replay.parts)
+        elif request.continuation:
+            await self._continue_message(builder)
+        if sink is not None:
+            replayed = request.journal.stream_start(builder.message)
+            sink.live = self.session.streams.begin(
+                request_id, continuation=request.continuation, message_ids=_message_ids(request), replayed=replayed
+            )
+        builder.start()
+        return sink.live if sink is not None else None
 
     async def _continue_message(self, builder: AssistantMessageBuilder) -> None:
         """A continuation extends the last assistant message, the way chat clients show it: one
@@ -294,11 +308,12 @@ class TurnRunner:
             body: dict[str, Any] | None = await self.db.get_state(session_id, "last_body")
             self._last_body = body
             return body
-        # A body-less turn after one with a body writes the clearing ``None``; after another
-        # body-less turn (known here, or read once per process) it writes nothing.
+        # A body-less turn after one with a body writes the clearing ``None``; a turn with the
+        # body the last one had (known here, or read once per process) writes nothing: a chat
+        # client sends the same body with every message.
         if request.body is None and self._last_body is _UNREAD:
             self._last_body = await self.db.get_state(session_id, "last_body")
-        if request.body is not None or self._last_body is not None:
+        if request.body != self._last_body:
             await self.db.set_state(session_id, "last_body", request.body)
         self._last_body = request.body
         return request.body
@@ -320,10 +335,15 @@ class TurnRunner:
         return request.config
 
     async def _persist(
-        self, request: TurnRequest, handle: ActiveTurn, builder: AssistantMessageBuilder, outcome: TurnOutcome
+        self, request: TurnRequest, handle: ActiveTurn, builder: AssistantMessageBuilder, outcome: TurnOutcome,
+        sink: _StreamSink | None,
     ) -> UIMessage | None:
         message = builder.message() if builder.has_content() else None
-        if not await request.intake.store_answer(self.db, self.session.id, message, outcome.status, outcome.error_text):
+        # The stream's end goes with the answer where the intake stores it in a transaction.
+        closing = [sink.live.ending(outcome.status)] if sink is not None and sink.live is not None else []
+        if not await request.intake.store_answer(
+            self.db, self.session.id, message, outcome.status, outcome.error_text, closing
+        ):
             handle.answer_refused = True
             return None
         if message is None:

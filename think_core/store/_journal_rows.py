@@ -9,6 +9,13 @@ from typing import Any
 from ._rows import RowsBase, dumps
 from .base import JournalEntry
 
+# Advancing a running row's progress marker (and renewing its lease), if the row is this store's.
+_ADVANCE = (
+    "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
+    "AND submission_id = ? AND status = 'running' AND owner = ?"
+)
+_INSERT = "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at)"
+
 
 class SubmissionJournal(RowsBase):
     """Journal entries of running submissions, on the store's connection."""
@@ -20,18 +27,15 @@ class SubmissionJournal(RowsBase):
         the transaction that advances its progress marker and renews its lease. Returns
         ``False``, writing nothing, when the row is not running or not ours."""
         now = time.time()
+        mine = (now, session_id, submission_id, self.owner_id)
+        entry = (session_id, submission_id, kind, key, dumps(data), now)
         with self._write(session_id) as conn:
-            if not conn.execute(
-                "UPDATE submissions SET progress = progress + 1, heartbeat_at = ? WHERE session_id = ? "
-                "AND submission_id = ? AND status = 'running' AND owner = ?",
-                (now, session_id, submission_id, self.owner_id),
-            ).rowcount:
+            if self.DML_IN_WITH:  # one statement: the entry is inserted only if the row was ours
+                return bool(conn.execute(f"WITH mine AS ({_ADVANCE} RETURNING 1) {_INSERT} SELECT ?, ?, ?, ?, ?, ? FROM mine",
+                                         mine + entry).rowcount)
+            if not conn.execute(_ADVANCE, mine).rowcount:
                 return False
-            conn.execute(
-                "INSERT INTO submission_journal (session_id, submission_id, kind, key, data, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (session_id, submission_id, kind, key, dumps(data), now),
-            )
+            conn.execute(f"{_INSERT} VALUES (?, ?, ?, ?, ?, ?)", entry)
             return True
 
     def submission_journal(self, session_id: str, submission_id: str) -> list[JournalEntry]:

@@ -6,7 +6,8 @@ are written once, in SQL that SQLite and PostgreSQL both run, with ``?`` placeho
 PostgreSQL connection translates them). Where the two differ a backend sets a class attribute:
 :attr:`RowsBase.IS` (null-safe equality), :attr:`RowsBase.INSERTION_ORDER` (the column that
 orders rows by insertion), :attr:`RowsBase.LOCK_NEXT` (how a claim locks the row it reads) and
-:attr:`RowsBase.KEY_ORDER` (how a key is compared in code-point order).
+:attr:`RowsBase.KEY_ORDER` (how a key is compared in code-point order) and
+:attr:`RowsBase.DML_IN_WITH` (whether dependent writes can be one statement).
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ class RowsBase:
     LOCK_NEXT = ""
     #: Put after a key column to compare it in code-point order (SQLite's default BINARY order).
     KEY_ORDER = ""
+    #: Whether a ``WITH`` clause may hold an ``UPDATE … RETURNING`` (PostgreSQL): two dependent
+    #: writes in one statement, one round trip to a database server instead of two.
+    DML_IN_WITH = False
 
     owner_id: str
     owner: SubmissionOwner
@@ -114,11 +118,12 @@ class RowsBase:
         return getattr(self._atomic_state(), "conn", None)
 
     @contextmanager
-    def atomic(self, session_id: str | None = None) -> Iterator[None]:
+    def atomic(self, session_id: str | None = None, *, read_only: bool = False) -> Iterator[None]:
         """The store calls made inside (on this thread) run in one write transaction: they
         commit together when the block ends, or none does (an exception rolls all of them
         back). ``session_id`` names the session the calls write (PostgreSQL takes its write
-        lock at the start). Nested blocks join the outer one.
+        lock at the start). ``read_only``: the calls only read, from one snapshot. Nested
+        blocks join the outer one.
 
         Think: a durable turn's writes that belong together — a step's journal entries, the
         answer with its completion and the end of its stream — are one round trip."""
@@ -127,7 +132,7 @@ class RowsBase:
             self._join_session(state.conn, session_id)
             yield
             return
-        with self._write(session_id) as conn:
+        with self._read() if read_only else self._write(session_id) as conn:
             state.conn, state.sessions = conn, {session_id}
             try:
                 yield

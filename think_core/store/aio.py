@@ -39,6 +39,13 @@ T = TypeVar("T")
 
 logger = logging.getLogger("think.store")
 
+#: The store calls that write a session's history (its first argument): what was read of it
+#: ahead is stale after them (see ``HistoryCache.prefetched``).
+_HISTORY_WRITES = frozenset({
+    "append_messages", "upsert_message", "delete_messages", "clear_messages", "add_compaction",
+    "apply_submission_messages", "store_submission_answer", "requeue_submission",
+})
+
 #: Seconds a store call is retried while the database is unreachable (see ``AsyncStore.retry_for``).
 DEFAULT_RETRY_FOR = 15.0
 
@@ -84,6 +91,8 @@ class AsyncStore:
         self.model_history = HistoryCache(self)
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if method.__name__ in _HISTORY_WRITES:
+            self.model_history.invalidate(args[0])
         return await self._on_store_thread(functools.partial(method, *args, **kwargs))
 
     # -- the Store protocol, awaited (one method each, so every call is type-checked) ----------
@@ -257,14 +266,16 @@ class AsyncStore:
     async def set_state(self, session_id: str, key: str, value: Any) -> None:
         return await self._call(self.sync.set_state, session_id, key, value)
 
-    async def atomic(self, work: Callable[[Store], T], *, session_id: str | None = None) -> T:
+    async def atomic(self, work: Callable[[Store], T], *, session_id: str | None = None, read_only: bool = False) -> T:
         """``work(store)`` on the store's thread, its store calls one transaction (see
         :meth:`Store.atomic`): they commit together, or — ``work`` raising — none does. Retried
         whole while the database is unreachable (nothing of a failed attempt was committed)."""
         store = self.sync
+        if not read_only:
+            self.model_history.invalidate(session_id)
 
         def atomically() -> T:
-            with store.atomic(session_id):
+            with store.atomic(session_id, read_only=read_only):
                 return work(store)
 
         return await self._on_store_thread(atomically)
@@ -272,6 +283,7 @@ class AsyncStore:
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
         belong together, without a thread hop each."""
+        self.model_history.invalidate(None)
         return await self._on_store_thread(functools.partial(function, self.sync, *args, **kwargs))
 
     async def _on_store_thread(self, call: Callable[[], T]) -> T:

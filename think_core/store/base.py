@@ -161,6 +161,10 @@ class MessageWindow:
 
     messages: list[UIMessage]
     waiting: list[UIMessage]
+    #: The session's running stream, else its latest, when it was read in the same snapshot
+    #: (``stream_read``; a chat request's window is, see ``request_window``).
+    stream: StreamInfo | None = None
+    stream_read: bool = False
 
 
 @dataclass(frozen=True)
@@ -283,5 +287,6 @@ class Store(Protocol):
     def set_state(self, session_id: str, key: str, value: Any) -> None: ...
 
     # several calls in one transaction: those made inside the block (on this thread) commit
-    # together or not at all; ``session_id`` names the session they write
-    def atomic(self, session_id: str | None = None) -> AbstractContextManager[None]: ...
+    # together or not at all; ``session_id`` names the session they write; ``read_only``: they
+    # only read, from one snapshot
+    def atomic(self, session_id: str | None = None, *, read_only: bool = False) -> AbstractContextManager[None]: ...

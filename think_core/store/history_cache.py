@@ -87,6 +87,31 @@ class HistoryCache:
         self._sessions: OrderedDict[str, _SessionHistory] = OrderedDict()
         self.max_sessions = max_sessions
         self.max_messages = max_messages
+        # Changes read ahead in another transaction (a durable turn's input, see ``prefetched``),
+        # by session: (the mark they were read since, the changes).
+        self._prefetched: dict[str, tuple[HistoryMark | None, HistoryChanges]] = {}
+
+    def mark(self, session_id: str) -> HistoryMark | None:
+        """Where the cached history of ``session_id`` stands (``None``: not cached): what a
+        read ahead of :meth:`prefetched` reads the changes since."""
+        cached = self._sessions.get(session_id)
+        return cached.mark if cached is not None else None
+
+    def prefetched(self, session_id: str, since: HistoryMark | None, changes: HistoryChanges) -> None:
+        """``history_changes(session_id, since)`` as read by the transaction that wrote a turn's
+        input: the turn's first :meth:`model_messages` takes it instead of reading, unless the
+        history was written since (:meth:`invalidate`) or the cache moved on."""
+        self._prefetched[session_id] = (since, changes)
+
+    def invalidate(self, session_id: str | None) -> None:
+        """A write to the history of ``session_id`` (``None``: of any session): what was read
+        ahead of it is stale."""
+        if not self._prefetched:
+            return
+        if session_id is None:
+            self._prefetched.clear()
+        else:
+            self._prefetched.pop(session_id, None)
 
     async def model_messages(self, session_id: str, up_to: str | None = None) -> list[ModelMessage]:
         """The session's history (compactions applied) as model messages, up to stored message
@@ -94,7 +119,11 @@ class HistoryCache:
         while True:
             cached = self._sessions.get(session_id)
             since = cached.mark if cached is not None else None
-            changes = await self._db.history_changes(session_id, since)
+            ahead = self._prefetched.pop(session_id, None)
+            if ahead is not None and ahead[0] == since:
+                changes = ahead[1]
+            else:
+                changes = await self._db.history_changes(session_id, since)
             now = self._sessions.get(session_id)
             if (now.mark if now is not None else None) != since:
                 continue  # another read of this session moved it on meanwhile: read from there

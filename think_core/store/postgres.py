@@ -107,6 +107,7 @@ class PostgresConnection(RowsBase):
     INSERTION_ORDER = "seq"
     LOCK_NEXT = " FOR UPDATE SKIP LOCKED"
     KEY_ORDER = ' COLLATE "C"'  # the order of the submissions_by_key index, whatever the database's
+    DML_IN_WITH = True
 
     def __init__(
         self, url: str, *, schema: str | None = None, host: str | None = None, min_size: int = 1, max_size: int = 8

@@ -18,13 +18,20 @@ it is), :meth:`~Intake.write` (the turn's input into the history), then — once
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..messages import coerce_messages
 from ..types import Trigger, UIMessage
 
-__all__ = ["HistoryStore", "Intake", "MessagesIntake", "TurnRequestFields"]
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ["HistoryStore", "Intake", "MessagesIntake", "StoreWrite", "TurnRequestFields"]
+
+#: A write the turn held back to be made with its answer (its stream's end), called with the
+#: store inside the transaction that stores the answer.
+StoreWrite = Callable[["Store"], None]
 
 
 class HistoryStore(Protocol):
@@ -57,15 +64,22 @@ class Intake(Protocol):
         what the turn is (its trigger, its incoming messages)."""
         ...
 
-    async def write(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> None:
-        """Write the turn's input into the history."""
+    async def write(
+        self, db: HistoryStore, session_id: str, request: TurnRequestFields, opening: Sequence[StoreWrite] = ()
+    ) -> None:
+        """Write the turn's input into the history. ``opening``: writes that belong with it
+        (the turn's stream opened), for an intake that writes in a transaction to make in it
+        (one that does not leaves them: they are made afterwards)."""
         ...
 
     async def store_answer(
-        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None
+        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None,
+        closing: Sequence[StoreWrite] = (),
     ) -> bool:
         """Store the turn's answer (``None``: it has none) with the turn's final ``status``;
-        ``False`` when the store refused it (the turn is not its submission's any more)."""
+        ``False`` when the store refused it (the turn is not its submission's any more).
+        ``closing``: writes that belong with the answer, for an intake that stores it in a
+        transaction to make in it (one that does not leaves them: they are made afterwards)."""
         ...
 
 
@@ -76,7 +90,9 @@ class MessagesIntake:
     async def admit(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> bool:
         return True
 
-    async def write(self, db: HistoryStore, session_id: str, request: TurnRequestFields) -> None:
+    async def write(
+        self, db: HistoryStore, session_id: str, request: TurnRequestFields, opening: Sequence[StoreWrite] = ()
+    ) -> None:
         incoming = request.incoming
         if callable(incoming):
             incoming = incoming(await db.list_messages(session_id))
@@ -87,7 +103,8 @@ class MessagesIntake:
             await db.append_messages(session_id, incoming)
 
     async def store_answer(
-        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None
+        self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None,
+        closing: Sequence[StoreWrite] = (),
     ) -> bool:
         if message is not None:
             await db.upsert_message(session_id, message)

@@ -2,7 +2,8 @@
 so a turn interrupted by a crash resumes after its last durable step.
 
 Each entry is written in the transaction that advances the submission's progress marker and
-renews its lease (``Store.journal_submission``), and only while the submission is ours:
+renews its lease (``Store.journal_submission``), and only while the submission is ours; a
+step's entries are written together (see :class:`TurnJournal`):
 
 * ``streamed`` (key: the step number) — a step's model output, before its tool calls run: the
   step (text, reasoning, tool calls, usage) and the answer's parts so far;
@@ -33,7 +34,7 @@ from ..types import StepResult, UIMessage
 from .ui_replay import replay_chunks
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, JournalEntry
+    from ..store import AsyncStore, JournalEntry, Store
 
 __all__ = ["INTERRUPTED_CALL", "Journal", "JournalReplay", "MessageSnapshot", "NullJournal", "TurnJournal"]
 
@@ -156,17 +157,35 @@ class NullJournal:
         pass
 
 
-class TurnJournal:
-    """The journal of one durable submission's turn, in the store."""
+def _write_entries(store: Store, session_id: str, submission_id: str, entries: list[tuple[str, str, dict[str, Any]]]) -> bool:
+    # Stops at the first refusal (the row is not ours): nothing after it is written either.
+    return all(store.journal_submission(session_id, submission_id, kind, key, data) for kind, key, data in entries)
 
-    def __init__(self, db: AsyncStore, session_id: str, submission_id: str) -> None:
+
+class TurnJournal:
+    """The journal of one durable submission's turn, in the store.
+
+    A step's entries are batched: its model output (``streamed``) is held back and written with
+    the next entry that must be durable before something happens — a tool call about to run
+    (its side effect must never be repeated unknowingly), a tool's result (it cannot be had
+    again), the finished step (before ``on_step_finish``) — in one transaction. The answer's
+    step (one without tool calls) is held too: the answer's transaction follows, completes
+    the row and drops its journal. A crash loses at most what was held: a step whose model
+    output was not stored yet is asked of the model again. ``entries`` is the row's journal length as claimed (its
+    ``progress``): 0 means there is nothing to read."""
+
+    def __init__(self, db: AsyncStore, session_id: str, submission_id: str, *, entries: int | None = None) -> None:
         self.db = db
         self.session_id = session_id
         self.submission_id = submission_id
         self.replay = JournalReplay()
+        self._entries = entries
+        self._held: list[tuple[str, str, dict[str, Any]]] = []
 
     async def load(self) -> JournalReplay:
         """Read what an earlier owner of the submission journaled (nothing for a new one)."""
+        if self._entries == 0:  # the claim said no turn of it journaled anything
+            return self.replay
         entries = await self.db.submission_journal(self.session_id, self.submission_id)
         self.replay = JournalReplay.of(entries)
         return self.replay
@@ -182,11 +201,20 @@ class TurnJournal:
         return chunks if len(chunks) > 1 else []
 
     async def _write(self, kind: str, key: str, data: dict[str, Any]) -> None:
-        if not await self.db.journal_submission(self.session_id, self.submission_id, kind, key, data):
-            raise SubmissionLost(self.submission_id, self.session_id)
+        """Write this entry now, with the ones held back before it, in one transaction."""
+        entries, self._held = [*self._held, (kind, key, data)], []
+        session_id, submission_id = self.session_id, self.submission_id
+        if len(entries) == 1:
+            written = await self.db.journal_submission(session_id, submission_id, kind, key, data)
+        else:
+            written = await self.db.atomic(
+                lambda store: _write_entries(store, session_id, submission_id, entries), session_id=session_id
+            )
+        if not written:
+            raise SubmissionLost(submission_id, session_id)
 
     async def step_streamed(self, step: StepResult, message: MessageSnapshot) -> None:
-        await self._write("streamed", str(step.step_number), _snapshot(step, message()))
+        self._held.append(("streamed", str(step.step_number), _snapshot(step, message())))
 
     async def tool_started(self, call_id: str) -> None:
         await self._write("tool_started", call_id, {})
@@ -195,10 +223,15 @@ class TurnJournal:
         await self._write("tool_finished", call_id, {"output": output, "error": error})
 
     async def step_finished(self, step: StepResult, message: MessageSnapshot) -> None:
-        await self._write("step", str(step.step_number), _snapshot(step, message()))
+        entry = ("step", str(step.step_number), _snapshot(step, message()))
+        if step.tool_calls:  # durable before on_step_finish: a crash after it never repeats the step
+            await self._write(*entry)
+        else:  # the answer's step: the answer's transaction follows (and drops the journal)
+            self._held.append(entry)
 
     async def reset(self) -> None:
         self.replay = JournalReplay()
+        self._held = []  # void as well
         await self._write("reset", "", {})
 
 
