@@ -291,3 +291,42 @@ async def test_a_provider_streams_a_long_answer_in_one_write_exactly(shape: str,
     events = await collect(model, ask())
     assert text_of(events) == "".join(tricky) * 300
     assert events[-1].type == "finish" and events[-1].finish_reason == "stop"
+
+
+def _event_ends(stream: bytes, eol: str) -> list[int]:
+    """Where each event of ``stream`` ends: a live model's reads, one event per write."""
+    blank = (eol * 2).encode()
+    ends, at = [], stream.find(blank)
+    while at >= 0:
+        ends.append(at + len(blank))
+        at = stream.find(blank, at + len(blank))
+    return ends
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(shape=st.sampled_from(["anthropic", "openai"]), items=st.lists(st.tuples(KINDS, TEXTS), max_size=30),
+       ascii_only=st.booleans(), eol=st.sampled_from(["\n", "\r\n"]),
+       padding=st.none() | st.randoms(use_true_random=False))
+def test_one_event_per_read_decodes_as_without_the_shortcut(
+    shape: str, items: list[tuple[str, str]], ascii_only: bool, eol: str, padding: random.Random | None
+) -> None:
+    """A live model's stream, every read one whole event: the shortcut takes each event of the
+    learned shape on its own (no line loop), and the events are exactly those without it."""
+    stream = serialise(shape, [("text", "first")] + items, ascii_only, eol, padding)
+    cuts = _event_ends(stream, eol)
+    fast, taken = decoded(shape, stream, cuts, shortcut=True)
+    assert fast == decoded(shape, stream, cuts, shortcut=False)[0]
+    if all(kind == "text" for kind, _ in items):  # (another event may teach the mapper another shape)
+        plain = sum(1 for _, value in items if value and value.isascii() and value.isprintable()
+                    and not any(c in value for c in '"\\'))
+        assert taken >= plain  # every plain text event after the first was taken on its own read
+
+
+def test_a_read_of_one_event_after_a_pending_event_name_is_not_taken_alone() -> None:
+    """An ``event:`` line read before the event's data: the next read is that event's rest, not
+    a whole event of the learned shape."""
+    stream = serialise("anthropic", [("text", "first"), ("text", "second"), ("text", "third")])
+    first_end = stream.index(b"\n\n", stream.index(b"first")) + 2
+    second_name_end = stream.index(b"\n", first_end) + 1  # "event: content_block_delta\n" alone
+    cuts = [first_end, second_name_end, *_event_ends(stream, "\n")]
+    assert decoded("anthropic", stream, cuts, shortcut=True)[0] == decoded("anthropic", stream, cuts, shortcut=False)[0]

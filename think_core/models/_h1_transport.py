@@ -53,6 +53,11 @@ class _ResponseBody(httpx.AsyncByteStream):
     def __aiter__(self) -> AsyncIterator[bytes]:  # the connection's generator itself, not a wrapper
         return self._connection.body()
 
+    def direct_reads(self) -> AsyncIterator[bytes]:
+        """The connection's reads, for a reader that takes them from here rather than through
+        httpx's ``aiter_raw`` (two generator layers per read; see ``models._http.body_reads``)."""
+        return self._connection.body()
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True

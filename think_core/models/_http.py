@@ -127,10 +127,18 @@ async def post_event_stream(
 
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body, a piece per network read: ``aiter_raw`` unless it is content-encoded (gzip,
-    which ``aiter_bytes`` decodes), because each layer of ``aiter_bytes`` is paid per event."""
-    if response.headers.get("content-encoding", "identity").strip().lower() in ("", "identity"):
-        return response.aiter_raw()
-    return response.aiter_bytes()
+    which ``aiter_bytes`` decodes), because each layer of ``aiter_bytes`` is paid per event —
+    and over think's own transport its connection's reads themselves (httpx's response stream
+    wraps the transport's, ``_stream``; ``aiter_raw`` adds two generator layers per read). The
+    response is closed as usual, by the ``client.stream`` block around the read."""
+    if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
+        return response.aiter_bytes()
+    direct = getattr(getattr(response.stream, "_stream", None), "direct_reads", None)
+    if direct is not None and not response.is_stream_consumed:
+        response.is_stream_consumed = True
+        reads: AsyncIterator[bytes] = direct()
+        return reads
+    return response.aiter_raw()
 
 
 def call_timeout(default: httpx.Timeout, seconds: float | None) -> httpx.Timeout:

@@ -43,7 +43,7 @@ from ._wire import TextEventShape
 from .base import ModelRequest
 from .exchange import record_request, record_response
 from .retry import RetryPolicy, stream_with_retry
-from .sse import SSEEvent, aiter_sse_batches
+from .sse import SSEDecoder, SSEEvent
 
 __all__ = ["NO_EVENTS", "EventMapper", "HTTPModelOptions", "StreamingHTTPModel"]
 
@@ -234,8 +234,16 @@ class StreamingHTTPModel:
             provider=provider,
         ) as response:
             record_response(response.headers)
-            async with aclosing(aiter_sse_batches(body_reads(response), mapper.text_shape)) as batches:
-                async for batch in batches:
+            # The reads decoded here, not through another generator (aiter_sse_batches): each
+            # layer between the socket and the turn is paid twice per network read.
+            decoder = SSEDecoder(mapper.text_shape)
+            feed = decoder.feed
+            reads = body_reads(response)
+            try:
+                async for chunk in reads:
+                    batch = feed(chunk)
+                    if not batch:
+                        continue
                     events, failure = _map_batch(batch, mapper, provider)
                     if events:
                         yield events
@@ -244,13 +252,28 @@ class StreamingHTTPModel:
                         # had arrived one by one: the failure comes after that output.
                         raise failure
                     if mapper.done:
-                        await finish_reading(batches)
+                        await finish_reading(reads)
                         break
+                else:
+                    tail_events, failure = _map_batch(decoder.flush(), mapper, provider)
+                    if tail_events:
+                        yield tail_events
+                    if failure is not None:
+                        raise failure
+            finally:
+                await _close_reads(reads)
             if not mapper.done and mapper.stop_reason is None:
                 raise incomplete_stream(provider)
             tail = list(mapper.finish())
             if tail:
                 yield tail
+
+
+async def _close_reads(reads: AsyncIterator[bytes]) -> None:
+    """A body read to its end or left early: its generators are closed now, not by the GC."""
+    close = getattr(reads, "aclose", None)
+    if close is not None:
+        await close()
 
 
 def _map_batch(batch: list[Any], mapper: EventMapper, provider: str) -> tuple[list[ModelEvent], BaseException | None]:

@@ -18,10 +18,10 @@ import email.utils
 import random
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Generic, TypeVar, cast
 
 import httpx
 from tenacity import (
@@ -255,30 +255,61 @@ def _notify(state: RetryCallState) -> None:
         listener(RetryNotice(state.attempt_number, state.next_action.sleep, error))
 
 
-async def stream_with_retry(
-    open_stream: Callable[[], AsyncIterator[E]], policy: RetryPolicy
-) -> AsyncIterator[E]:
+def stream_with_retry(open_stream: Callable[[], AsyncIterator[E]], policy: RetryPolicy) -> AsyncIterator[E]:
     """Yield the events of ``open_stream()``, re-opening it on a retryable error raised
     before its first event; after the first event every error propagates unchanged.
 
     Each attempt's iterator is closed (``aclose``) when it fails, when the stream ends and
     when the consumer stops early, so the HTTP response behind it is always released.
     """
-    stream: AsyncIterator[E] = open_stream()
-    first: E | None = None
-    empty = False
-    # The first attempt runs without tenacity: its machinery costs every step CPU, and almost
-    # every step succeeds at once. A failure is handed to tenacity as its first attempt's, so
-    # what is retried, how often and after which wait is tenacity's policy as before.
-    failed: BaseException | None = None
-    try:
-        first = await stream.__anext__()
-    except StopAsyncIteration:
-        empty = True
-    except BaseException as exc:
-        await _aclose(stream)
-        failed = exc
-    if failed is not None:
+    return _RetriedStream(open_stream, policy)
+
+
+class _RetriedStream(Generic[E]):
+    """:func:`stream_with_retry`'s iterator. Once the first event is in, ``__anext__`` hands out
+    the attempt's own ``__anext__``: no frame of its own per event (a generator here would be
+    one more layer resumed twice per network read of a live stream)."""
+
+    __slots__ = ("_open", "_policy", "_stream", "_first", "_state")
+
+    def __init__(self, open_stream: Callable[[], AsyncIterator[E]], policy: RetryPolicy) -> None:
+        self._open = open_stream
+        self._policy = policy
+        self._stream: AsyncIterator[E] | None = None
+        self._first: E | None = None
+        self._state = "new"  # new → first (the first event waits) → streaming | ended
+
+    def __aiter__(self) -> _RetriedStream[E]:
+        return self
+
+    def __anext__(self) -> Awaitable[E]:
+        if self._state == "streaming":
+            assert self._stream is not None
+            return self._stream.__anext__()
+        return self._next()
+
+    async def _next(self) -> E:
+        if self._state == "new":
+            self._state = "ended"  # until the first event is in (a failure leaves it so)
+            first, empty = await self._first_event()
+            if empty:
+                raise StopAsyncIteration
+            self._state = "streaming"
+            return first
+        raise StopAsyncIteration
+
+    async def _first_event(self) -> tuple[E, bool]:
+        # The first attempt runs without tenacity: its machinery costs every step CPU, and almost
+        # every step succeeds at once. A failure is handed to tenacity as its first attempt's, so
+        # what is retried, how often and after which wait is tenacity's policy as before.
+        failed: BaseException | None = None
+        try:
+            return await self._attempt(), False
+        except StopAsyncIteration:
+            return cast(E, None), True
+        except BaseException as exc:
+            failed = exc
+        policy = self._policy
         retrying = AsyncRetrying(
             stop=stop_after_attempt(policy.max_retries + 1),
             wait=policy.wait,
@@ -291,22 +322,26 @@ async def stream_with_retry(
                 if failed is not None:
                     error, failed = failed, None
                     raise error
-                stream = open_stream()
                 try:
-                    first = await stream.__anext__()
+                    return await self._attempt(), False
                 except StopAsyncIteration:
-                    empty = True
-                except BaseException:
-                    await _aclose(stream)
-                    raise
-    try:
-        if empty:
-            return
-        yield first  # type: ignore[misc]
-        async for event in stream:
-            yield event
-    finally:
-        await _aclose(stream)
+                    return cast(E, None), True
+        raise AssertionError("unreachable: tenacity reraises the last failure")  # pragma: no cover
+
+    async def _attempt(self) -> E:
+        stream = self._stream = self._open()
+        try:
+            return await stream.__anext__()
+        except BaseException:
+            self._stream = None
+            await _aclose(stream)
+            raise
+
+    async def aclose(self) -> None:
+        self._state = "ended"
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            await _aclose(stream)
 
 
 async def _aclose(stream: AsyncIterator[object]) -> None:

@@ -102,11 +102,25 @@ class SSEDecoder:
             parts = text.split(shortcut.junction)
             if len(parts) > 2:
                 return self._feed_parts(parts, shortcut)
+            if len(parts) == 1 and not self._data and self._event is None:
+                single = self._single(text, shortcut)
+                if single is not None:
+                    return single
         lines = text.split("\n")
         self._tail = lines.pop()
         if not lines:
             return []
         return self._process(lines)
+
+    def _single(self, text: str, shortcut: Shortcut) -> list[Any] | None:
+        """A read that is one whole event of the shortcut's shape and nothing else (a live model
+        sends one per write): taken by the shortcut, with no line loop. ``None``: it is not."""
+        head, tail = shortcut.head, shortcut.tail
+        if len(text) < len(head) + len(tail) or not text.startswith(head) or not text.endswith(tail):
+            return None
+        self._tail = ""
+        part = text[len(head) : len(text) - len(tail)]
+        return shortcut.take([part], lambda whole: self._process((head + whole + tail).split("\n")[:-1]))
 
     def _feed_parts(self, parts: list[str], shortcut: Shortcut) -> list[Any]:
         # The text is parts[0], then for every further part: junction + part. The first part

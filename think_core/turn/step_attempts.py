@@ -126,7 +126,10 @@ class RetriedSteps:
         # The provider's own pre-output retries are shown like the step's.
         listening = RETRY_LISTENER.set(self._retry_notice)
         try:
-            return await stream_step(
+            # In a task of its own: each network read of a live stream then wakes only the step's
+            # own frames, not every frame of the turn that awaits it (a dozen, each resumed per
+            # read). Awaiting a task cancels it with the turn; its context is the turn's, copied.
+            return await asyncio.get_running_loop().create_task(stream_step(
                 model,
                 request,
                 step_number=step_number,
@@ -139,7 +142,7 @@ class RetriedSteps:
                 observers=observers,
                 body=self.body,
                 transforms=self.stream_transforms,
-            )
+            ))
         finally:
             RETRY_LISTENER.reset(listening)
 

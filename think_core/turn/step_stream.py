@@ -9,7 +9,7 @@ events themselves carry, and ``on_chunk`` contexts are built only when someone o
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 from ..errors import PluginError
@@ -22,15 +22,18 @@ from .ui_stream import AssistantMessageBuilder
 __all__ = ["CallIds", "StepStreamError", "stream_step"]
 
 
-async def _batches(model: Any, request: ModelRequest) -> AsyncGenerator[Sequence[Any], None]:
+def _batches(model: Any, request: ModelRequest) -> AsyncIterator[Sequence[Any]]:
     """The step's events a list at a time: as the model reads them (``stream_batches``, the
-    HTTP providers), else one by one (``stream``, any model)."""
+    HTTP providers: their own iterator, no layer of ours per read), else one by one
+    (``stream``, any model)."""
     batched = getattr(model, "stream_batches", None)
     if batched is not None:
-        async with aclosing(batched(request)) as batches:
-            async for batch in batches:
-                yield batch
-        return
+        batches: AsyncIterator[Sequence[Any]] = batched(request)
+        return batches
+    return _singly(model, request)
+
+
+async def _singly(model: Any, request: ModelRequest) -> AsyncGenerator[Sequence[Any], None]:
     async with aclosing(model.stream(request)) as events:
         async for event in events:
             yield (event,)
@@ -52,7 +55,7 @@ async def _transformed_batches(
 
 
 async def _events(model: Any, request: ModelRequest) -> AsyncGenerator[Any, None]:
-    async with aclosing(_batches(model, request)) as batches:
+    async with _closing(_batches(model, request)) as batches:
         async for batch in batches:
             for event in batch:
                 yield event
@@ -108,6 +111,18 @@ async def _close(iterator: object) -> None:
         await close()
 
 
+@asynccontextmanager
+async def _closing(source: AsyncIterator[Sequence[Any]]) -> AsyncGenerator[AsyncIterator[Sequence[Any]], None]:
+    """``aclosing`` for any async iterator: closed (``aclose``, where it has one) however the
+    step ends, so the HTTP response behind it is released."""
+    try:
+        yield source
+    finally:
+        close = getattr(source, "aclose", None)
+        if close is not None:
+            await close()
+
+
 class StepStreamError(Exception):
     """The model stream of a step failed; ``streamed`` tells whether it had produced output."""
 
@@ -145,7 +160,7 @@ async def stream_step(
     exchanging = EXCHANGE.set(exchange)
     try:
         source = _transformed_batches(model, request, transforms) if transforms else _batches(model, request)
-        async with aclosing(source) as batches:
+        async with _closing(source) as batches:
             async for batch in batches:
                 for event in batch:
                     kind = event.type
