@@ -340,6 +340,41 @@ def setup(root: Path) -> None:
         print(f"{peer}: {venv}")
 
 
+async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dict[str, dict[str, float]]:
+    """CPU (``time.process_time``, this process with its tool threads) per tool turn of the floor
+    and of think in memory and on a SQLite file, their rounds interleaved; then the rate of
+    ``concurrency`` tool turns at once (each its own session)."""
+    names = ["floor", "think", "think (SQLite file)"]
+    built = {name: CLIENTS[name](base, 1) for name in names}
+    for name, (_, tools, _) in built.items():
+        assert (await tools()).endswith(ANSWER), name
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    rate: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(repeat):
+        for name, (_, tools, _) in built.items():
+            started = time.process_time()
+            for _ in range(turns):
+                await tools()
+            cpu[name].append((time.process_time() - started) / turns)
+        for name, (_, tools, _) in built.items():
+            started = time.perf_counter()
+            await asyncio.gather(*(tools() for _ in range(concurrency)))
+            rate[name].append(concurrency / (time.perf_counter() - started))
+    for _, _, close in built.values():
+        await close()
+    return {name: {"cpu": statistics.median(cpu[name]), "rate": statistics.median(rate[name])} for name in names}
+
+
+def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
+    with ServerProcess(__file__) as base:
+        result = asyncio.run(_tool_cpu(base, turns, repeat, concurrency))
+    floor = result["floor"]
+    rows = [[name, got["cpu"] * 1e3, (got["cpu"] - floor["cpu"]) * 1e3, got["rate"], f"{got['rate'] / floor['rate']:.2f}"]
+            for name, got in result.items()]
+    print(f"peers --tool-cpu — {machine()}; {turns} tool turns × {repeat} rounds, then {concurrency} at once")
+    print(table(["client", "CPU ms/tool turn", "over floor ms", f"turns/s ({concurrency} at once)", "× floor rate"], rows))
+
+
 def report(root: Path, n: int, turns: int, repeat: int) -> None:
     rows: list[list[object]] = []
     with ServerProcess(__file__) as base:
@@ -371,6 +406,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=10_000, help="tokens in the streaming turn")
     parser.add_argument("--turns", type=int, default=200, help="tool-calling turns per run")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--tool-cpu", action="store_true",
+                        help="only think and the floor, in this process: CPU per tool turn, and the rate of --concurrency at once")
+    parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--peer", help=argparse.SUPPRESS)
     parser.add_argument("--footprint", help=argparse.SUPPRESS)
@@ -378,6 +416,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(route))
+    elif args.tool_cpu:
+        tool_cpu_report(args.turns, args.repeat, args.concurrency)
     elif args.setup:
         setup(args.setup)
     elif args.peer:

@@ -24,6 +24,7 @@ from .chat.guard import ClientGuard
 from .chat.stop import StopButton
 from .chat.submissions import ChatSubmissions
 from .chat.transcript import TranscriptIntake, replace_history
+from .durable.intake import UNFINISHED
 from .durable.queue import SubmissionQueue, SubmitResult
 from .events import Usage
 from .messages import MessageInput, new_id, served
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
     from .chat.transcript import ClientTranscript
     from .hooks.plugins import ThinkPluginManager
-    from .store import AsyncStore
+    from .store import AsyncStore, Store
 
 logger = logging.getLogger("think.session")
 
@@ -115,9 +116,19 @@ class Session:
         return self
 
     async def _open_once(self) -> None:
-        await self._db.ensure_session(self.id)
+        session_id = self.id
+
+        def opening(store: Store) -> tuple[bool, Any]:
+            # One round trip: the session's row, whether anything of it is unfinished (to
+            # recover), and the body its last turn ran with (a continuation's default).
+            store.ensure_session(session_id)
+            unfinished = bool(store.list_submissions(session_id, status=UNFINISHED, limit=1))
+            return unfinished, store.get_state(session_id, "last_body")
+
+        unfinished, last_body = await self._db.atomic(opening, session_id=session_id)
+        self._runner.note_last_body(last_body)
         await self._hooks.configure_session(self)
-        await self._submissions.recover()
+        await self._submissions.recover(unfinished)
         if self._on_open is not None:
             self._on_open(self)
 

@@ -22,16 +22,24 @@ S = "s"
 
 
 def spy_on_changes(db: AsyncStore) -> list[tuple[bool, int, int]]:
-    """Record what each history_changes read brought: (whole, appended, updated)."""
+    """Record what each history_changes read brought: (whole, appended, updated) — read on its
+    own, or with the turn's input (``write_turn_input``, handed to the cache as prefetched)."""
     seen: list[tuple[bool, int, int]] = []
     read = db.history_changes
+    prefetched = db.model_history.prefetched
 
-    async def recorded(session_id: str, since: HistoryMark | None = None) -> HistoryChanges:
-        changes = await read(session_id, since)
+    def note(changes: HistoryChanges) -> HistoryChanges:
         seen.append((changes.whole, len(changes.appended), len(changes.updated)))
         return changes
 
+    async def recorded(session_id: str, since: HistoryMark | None = None) -> HistoryChanges:
+        return note(await read(session_id, since))
+
+    def recorded_ahead(session_id: str, since: HistoryMark | None, changes: HistoryChanges) -> None:
+        prefetched(session_id, since, note(changes))
+
     db.history_changes = recorded  # type: ignore[method-assign]
+    db.model_history.prefetched = recorded_ahead  # type: ignore[method-assign]
     return seen
 
 

@@ -15,7 +15,7 @@ from ..turn.pending_calls import ToolAnswer, apply_answer
 from .crash_recovery import REPLACING_KEY
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, HistoryChanges, Store, Submission
+    from ..store import AsyncStore, Store, Submission
     from ..types import UIMessage
 
 __all__ = ["ANSWERS_KEY", "UNFINISHED", "SubmissionIntake"]
@@ -73,18 +73,14 @@ class SubmissionIntake:
             submission_id = self.row.submission_id
             replacing = (self.row.metadata or {}).get(REPLACING_KEY) or None
 
-            history = self._db.model_history
-            since = history.mark(session_id)
 
-            def apply(store: Store) -> HistoryChanges:
-                # One transaction: the messages applied, what goes with them (the stream opened),
-                # and the history as the turn's model will read it (changes since the cached one).
+            def apply(store: Store) -> None:
+                # With what goes with them (the stream opened) and the history's read, in one.
                 for write in opening:
                     write(store)
                 store.apply_submission_messages(session_id, submission_id, replacing_from=replacing)
-                return store.history_changes(session_id, since)
 
-            history.prefetched(session_id, since, await self._db.atomic(apply, session_id=session_id))
+            await self._db.write_turn_input(session_id, apply)
 
     async def store_answer(
         self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None,

@@ -108,11 +108,14 @@ class SubmissionQueue:
         self._interrupted: set[str] = set()
         self._kicks = 0
 
-    async def recover(self) -> None:
-        """Called once when the session opens in this process: drain if anything is unfinished.
-        Rows another live process is running (fresh heartbeat) are left to it; rows whose lease
-        expired are retaken by the drain."""
-        if await self.db.list_submissions(self.session_id, status=_UNFINISHED, limit=1):
+    async def recover(self, unfinished: bool | None = None) -> None:
+        """Called once when the session opens in this process: drain if anything is unfinished
+        (``unfinished``: as the opening read it; ``None``: read it now). Rows another live
+        process is running (fresh heartbeat) are left to it; rows whose lease expired are
+        retaken by the drain."""
+        if unfinished is None:
+            unfinished = bool(await self.db.list_submissions(self.session_id, status=_UNFINISHED, limit=1))
+        if unfinished:
             self.kick()
 
     async def submit(

@@ -76,6 +76,11 @@ class TurnRunner:
         # The stored ``last_body`` as this process last wrote or read it (see _turn_body).
         self._last_body: Any = _UNREAD
 
+    def note_last_body(self, body: Any) -> None:
+        """The stored ``last_body`` as the session's opening read it (see ``_turn_body``)."""
+        if self._last_body is _UNREAD:
+            self._last_body = body
+
     # -- nesting ------------------------------------------------------------------------------
     def in_turn(self) -> bool:
         """Whether the current task runs inside a turn of this session (the lock is ours)."""

@@ -280,6 +280,19 @@ class AsyncStore:
 
         return await self._on_store_thread(atomically)
 
+    async def write_turn_input(self, session_id: str, write: Callable[[Store], object]) -> None:
+        """``write(store)`` — a turn's input into the history — and the history's changes since
+        the cached one, as the turn's model will read them, in one transaction: the changes are
+        kept for the turn's first read (``HistoryCache.prefetched``), which costs no round trip."""
+        history = self.model_history
+        since = history.mark(session_id)
+
+        def work(store: Store) -> HistoryChanges:
+            write(store)
+            return store.history_changes(session_id, since)
+
+        history.prefetched(session_id, since, await self.atomic(work, session_id=session_id))
+
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
         belong together, without a thread hop each."""

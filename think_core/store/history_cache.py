@@ -85,6 +85,7 @@ class HistoryCache:
     def __init__(self, db: HistoryReader, *, max_sessions: int = MAX_SESSIONS, max_messages: int = MAX_MESSAGES) -> None:
         self._db = db
         self._sessions: OrderedDict[str, _SessionHistory] = OrderedDict()
+        self._total = 0  # stored messages kept, over all sessions
         self.max_sessions = max_sessions
         self.max_messages = max_messages
         # Changes read ahead in another transaction (a durable turn's input, see ``prefetched``),
@@ -127,7 +128,9 @@ class HistoryCache:
             now = self._sessions.get(session_id)
             if (now.mark if now is not None else None) != since:
                 continue  # another read of this session moved it on meanwhile: read from there
+            before = len(now.ids) if now is not None else 0
             history = self._brought_up_to_date(now, changes)
+            self._total += len(history.ids) - before
             self._sessions[session_id] = history
             self._sessions.move_to_end(session_id)
             self._evict()
@@ -154,7 +157,6 @@ class HistoryCache:
         return cached
 
     def _evict(self) -> None:
-        total = sum(len(h.ids) for h in self._sessions.values())
-        while len(self._sessions) > 1 and (len(self._sessions) > self.max_sessions or total > self.max_messages):
+        while len(self._sessions) > 1 and (len(self._sessions) > self.max_sessions or self._total > self.max_messages):
             _, dropped = self._sessions.popitem(last=False)
-            total -= len(dropped.ids)
+            self._total -= len(dropped.ids)

@@ -45,6 +45,11 @@ class HistoryStore(Protocol):
 
     async def append_messages(self, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]: ...
 
+    async def write_turn_input(self, session_id: str, write: Callable[[Store], object]) -> None:
+        """``write(store)`` in one transaction with the read of the history the turn will send
+        (see :meth:`~think_core.store.aio.AsyncStore.write_turn_input`)."""
+        ...
+
 
 class TurnRequestFields(Protocol):
     """The fields of a turn request an intake reads, and may settle when it admits the turn."""
@@ -99,8 +104,15 @@ class MessagesIntake:
             if asyncio.iscoroutine(incoming):
                 incoming = await incoming
             incoming = coerce_messages(incoming)
-        if incoming:
-            await db.append_messages(session_id, incoming)
+        messages: list[UIMessage] = incoming or []
+
+        def write(store: Store) -> None:
+            for also in opening:
+                also(store)
+            if messages:
+                store.append_messages(session_id, messages)
+
+        await db.write_turn_input(session_id, write)
 
     async def store_answer(
         self, db: HistoryStore, session_id: str, message: UIMessage | None, status: str, error: str | None,
