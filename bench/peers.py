@@ -137,8 +137,10 @@ def floor_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable
     return stream, tools, client.aclose
 
 
-def think_clients(base: str, n: int, on_disk: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
-    """think keeping its conversations in memory as the peers do (or in a SQLite file)."""
+def think_clients(base: str, n: int, on_disk: bool = False, own_client: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    """think keeping its conversations in memory as the peers do (or in a SQLite file); with
+    ``own_client``, on the HTTP client think makes itself (its own transport with the ``fast``
+    extra) instead of a plain ``httpx.AsyncClient`` like the floor's."""
     from think_core import Think, tool
     from think_core.models.openai import OpenAIChatModel
 
@@ -146,9 +148,10 @@ def think_clients(base: str, n: int, on_disk: bool = False) -> tuple[Turn, Turn,
     weather = tool(get_weather)
     http = httpx.AsyncClient(timeout=60)  # one connection pool, as each peer's OpenAI client keeps
     stores = (os.path.join(tmp, "s.db"), os.path.join(tmp, "t.db")) if on_disk else (":memory:", ":memory:")
-    streamer = Think(OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=http),
+    client = None if own_client else http
+    streamer = Think(OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=client),
                      store=stores[0], load_entrypoints=False)
-    caller = Think(OpenAIChatModel("bench", base_url=f"{base}/tools/v1", api_key="x", client=http),
+    caller = Think(OpenAIChatModel("bench", base_url=f"{base}/tools/v1", api_key="x", client=client),
                    tools=[weather], store=stores[1], load_entrypoints=False)
     runs = [0]
 
@@ -269,7 +272,8 @@ def strands_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitab
 
 
 CLIENTS = {"floor": floor_clients, "think": think_clients,
-           "think (SQLite file)": lambda base, n: think_clients(base, n, on_disk=True), "pydantic-ai": pydantic_ai_clients,
+           "think (SQLite file)": lambda base, n: think_clients(base, n, on_disk=True),
+           "think (its own client)": lambda base, n: think_clients(base, n, own_client=True), "pydantic-ai": pydantic_ai_clients,
            "openai-agents": openai_agents_clients, "langchain": langchain_clients, "strands": strands_clients}
 
 
@@ -344,7 +348,7 @@ async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dic
     """CPU (``time.process_time``, this process with its tool threads) per tool turn of the floor
     and of think in memory and on a SQLite file, their rounds interleaved; then the rate of
     ``concurrency`` tool turns at once (each its own session)."""
-    names = ["floor", "think", "think (SQLite file)"]
+    names = ["floor", "think", "think (SQLite file)", "think (its own client)"]
     built = {name: CLIENTS[name](base, 1) for name in names}
     for name, (_, tools, _) in built.items():
         assert (await tools()).endswith(ANSWER), name

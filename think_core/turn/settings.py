@@ -14,6 +14,9 @@ from ..types import TurnConfig
 
 __all__ = ["layered"]
 
+#: No defaults, no call config: every field ``None`` (built once; a fresh one costs every turn).
+_NOTHING = TurnConfig()
+
 
 def layered(*configs: TurnConfig | None) -> TurnConfig:
     """``configs`` laid over each other, later over earlier: a field a later config sets wins;
@@ -22,6 +25,8 @@ def layered(*configs: TurnConfig | None) -> TurnConfig:
     present = [c for c in configs if c is not None]
     if len(present) == 1:
         return present[0]  # nothing to lay over it (the usual case: no defaults, no call config)
+    if not present:
+        return _NOTHING  # (a config is never changed in place: shared like any caller's)
     fields: dict[str, Any] = {}
     for config in present:
         for name in TurnConfig.model_fields:
