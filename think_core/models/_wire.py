@@ -123,6 +123,11 @@ class TextEventShape:
         goes back to ``generic``."""
         if self.varying:
             return self._take_each(parts, generic)
+        if len(parts) == 1:  # a read of one event (a live model's): no run to cut up
+            part = parts[0]
+            if _NOT_PLAIN.search(part) is None:
+                return [TextDelta(part)] if part else []
+            return self._take_each(parts, generic)
         joined = "".join(parts)
         found = _NOT_PLAIN.search(joined)
         if found is None:  # the common run: plain text only

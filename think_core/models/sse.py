@@ -66,12 +66,14 @@ class SSEDecoder:
     recognised, in stream order among the other events.
     """
 
-    __slots__ = ("_decoder", "_tail", "_skip_lf", "_data", "_event", "_id", "_retry", "_shortcut")
+    __slots__ = ("_decoder", "_tail", "_skip_lf", "_data", "_event", "_id", "_retry", "_shortcut", "_started", "_pending")
 
     def __init__(self, shortcut: Shortcut | None = None) -> None:
         self._shortcut = shortcut
         # utf-8-sig drops a leading BOM even when it is split across reads.
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
+        self._started = False  # the decoder has output text (a leading BOM is dropped there)
+        self._pending = False  # the decoder holds part of a character
         self._tail = ""  # an unterminated line carried over to the next read
         self._skip_lf = False  # the previous read ended in "\r": a leading "\n" belongs to it
         self._data: list[str] = []
@@ -81,7 +83,7 @@ class SSEDecoder:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Consume one read of the byte stream; return the events it completed (often none)."""
-        text = self._decoder.decode(chunk)
+        text = self._decode(chunk)
         if not text:
             return []
         if self._skip_lf:
@@ -111,6 +113,20 @@ class SSEDecoder:
         if not lines:
             return []
         return self._process(lines)
+
+    def _decode(self, chunk: bytes) -> str:
+        # Once the stream has begun (no BOM to drop) and nothing of a character is pending, a
+        # read that is whole UTF-8 decodes at once; one cut inside a character goes through
+        # the incremental decoder, which keeps the cut piece for the next read.
+        if self._started and not self._pending:
+            try:
+                return chunk.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        text = self._decoder.decode(chunk)
+        self._started = self._started or bool(text)  # it has output text: past any BOM
+        self._pending = bool(self._decoder.getstate()[0])
+        return text
 
     def _single(self, text: str, shortcut: Shortcut) -> list[Any] | None:
         """A read that is one whole event of the shortcut's shape and nothing else (a live model
