@@ -140,15 +140,18 @@ def floor_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable
 def think_clients(base: str, n: int, on_disk: bool = False, own_client: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
     """think keeping its conversations in memory as the peers do (or in a SQLite file); with
     ``own_client``, on the HTTP client think makes itself (its own transport with the ``fast``
-    extra) instead of a plain ``httpx.AsyncClient`` like the floor's."""
+    extra; one client shared by the models, as ``Think(model="openai:...")`` builds them) instead
+    of a plain ``httpx.AsyncClient`` like the floor's."""
     from think_core import Think, tool
+    from think_core.models import SharedClient
     from think_core.models.openai import OpenAIChatModel
 
     tmp = tempfile.mkdtemp(prefix="think-peers-")
     weather = tool(get_weather)
     http = httpx.AsyncClient(timeout=60)  # one connection pool, as each peer's OpenAI client keeps
     stores = (os.path.join(tmp, "s.db"), os.path.join(tmp, "t.db")) if on_disk else (":memory:", ":memory:")
-    client = None if own_client else http
+    own = SharedClient()
+    client = own if own_client else http
     streamer = Think(OpenAIChatModel("bench", base_url=f"{base}/openai/{n}/v1", api_key="x", client=client),
                      store=stores[0], load_entrypoints=False)
     caller = Think(OpenAIChatModel("bench", base_url=f"{base}/tools/v1", api_key="x", client=client),
@@ -169,6 +172,7 @@ def think_clients(base: str, n: int, on_disk: bool = False, own_client: bool = F
     async def close() -> None:
         await streamer.aclose()
         await caller.aclose()
+        await own.aclose()
         await http.aclose()
 
     return stream, tools, close

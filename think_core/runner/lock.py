@@ -15,7 +15,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from ..store.shared import SessionLock, SharedSessions
+from ..store.shared import SessionLock
 
 if TYPE_CHECKING:
     from ..store import AsyncStore
@@ -31,10 +31,8 @@ class TurnLock:
 
     def __init__(self, db: AsyncStore, session_id: str) -> None:
         self._local = asyncio.Lock()
-        store = db.sync
-        self._shared: SessionLock | None = (
-            store.session_lock(session_id) if isinstance(store, SharedSessions) else None
-        )
+        shared = db.shared
+        self._shared: SessionLock | None = shared.session_lock(session_id) if shared is not None else None
 
     def locked(self) -> bool:
         return self._local.locked()

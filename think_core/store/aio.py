@@ -31,6 +31,7 @@ from .base import (
     is_postgres_url,
 )
 from .history_cache import HistoryCache
+from .shared import SharedSessions
 from .sqlite import SQLiteStore
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
@@ -87,6 +88,9 @@ class AsyncStore:
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
+        #: The store as :class:`SharedSessions` when it locks sessions across processes, else None
+        #: (checked once: a protocol ``isinstance`` costs more than the rest of opening a session).
+        self.shared: SharedSessions | None = store if isinstance(store, SharedSessions) else None
         #: Recent sessions' histories as model messages, brought up to date by history_changes.
         self.model_history = HistoryCache(self)
 
