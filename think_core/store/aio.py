@@ -7,12 +7,10 @@ loop. :func:`open_store` turns ``store=`` / ``--db`` into a store.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
@@ -33,6 +31,7 @@ from .base import (
 from .history_cache import HistoryCache
 from .shared import SharedSessions
 from .sqlite import SQLiteStore
+from .threads import StoreThreads
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
@@ -84,7 +83,7 @@ class AsyncStore:
         #: Seconds a call whose database is unreachable is tried again before StoreUnavailable is
         #: raised (a PostgreSQL restart takes a few).
         self.retry_for = DEFAULT_RETRY_FOR
-        self._executor: ThreadPoolExecutor | None = None
+        self._threads: StoreThreads | None = None
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
@@ -314,10 +313,9 @@ class AsyncStore:
             return call()
         if self._closed:
             raise RuntimeError("the store is closed")
-        if self._executor is None:
-            workers = int(getattr(self.sync, "max_concurrency", 1))
-            self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="think-store")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, call)
+        if self._threads is None:
+            self._threads = StoreThreads(int(getattr(self.sync, "max_concurrency", 1)))
+        return await self._threads.run(call)
 
     async def _retried(self, call: Callable[[], T], first: StoreUnavailable) -> T:
         """A call whose database went away before it committed (a restart, a failover), run
@@ -342,6 +340,6 @@ class AsyncStore:
     def shutdown(self) -> None:
         """Stop the worker thread (after the calls in flight); later calls raise RuntimeError."""
         self._closed = True
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
-            self._executor = None
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
