@@ -164,6 +164,17 @@ class RowsBase:
         return int(row[0]) if row is not None else 0
 
     @staticmethod
+    def _ensure_next_revision(conn: Any, session_id: str) -> int:
+        """:meth:`_ensure` and :meth:`_next_revision` in one statement (a new session's first
+        write is its revision 1), for the writes that append or replace messages."""
+        row = conn.execute(
+            "INSERT INTO sessions (session_id, created_at, history_rev) VALUES (?, ?, 1) ON CONFLICT (session_id) "
+            "DO UPDATE SET history_rev = sessions.history_rev + 1 RETURNING history_rev",
+            (session_id, time.time()),
+        ).fetchone()
+        return int(row[0])
+
+    @staticmethod
     def _message(row: Any) -> UIMessage:
         metadata = row["metadata"]
         # Rows were validated on the way in: skip validation on the way out (every turn reads
@@ -176,12 +187,16 @@ class RowsBase:
         )
 
     @staticmethod
-    def _insert_messages(conn: Any, session_id: str, messages: Sequence[UIMessage]) -> list[UIMessage]:
+    def _insert_messages(
+        conn: Any, session_id: str, messages: Sequence[UIMessage], rev: int | None = None
+    ) -> list[UIMessage]:
         """Insert at the end, skipping ids the session already holds; returns the inserted
-        ones. Shared by appending and by applying a submission, each in its own transaction."""
+        ones. Shared by appending and by applying a submission, each in its own transaction.
+        ``rev``: the revision the caller already took for these rows."""
         appended: list[UIMessage] = []
         now = time.time()
-        rev = RowsBase._next_revision(conn, session_id) if messages else 0
+        if rev is None:
+            rev = RowsBase._next_revision(conn, session_id) if messages else 0
         for message in messages:
             cursor = conn.execute(
                 INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO NOTHING",
@@ -210,8 +225,7 @@ class RowsBase:
 
     def _upsert_message(self, conn: Any, session_id: str, message: UIMessage, now: float) -> None:
         """Insert at the end, or replace the stored message with this id in place."""
-        self._ensure(conn, session_id)
-        rev = self._next_revision(conn, session_id)
+        rev = self._ensure_next_revision(conn, session_id)
         conn.execute(
             INSERT_MESSAGE + "ON CONFLICT (session_id, message_id) DO UPDATE SET "
             "role = excluded.role, parts = excluded.parts, metadata = excluded.metadata, "

@@ -136,8 +136,10 @@ class SessionRows(RowsBase):
         session (or repeated within ``messages``) is skipped. Returns the ones appended."""
         messages = list(messages)
         with self._write(session_id) as conn:
-            self._ensure(conn, session_id)
-            return self._insert_messages(conn, session_id, messages)
+            if not messages:
+                self._ensure(conn, session_id)
+                return []
+            return self._insert_messages(conn, session_id, messages, self._ensure_next_revision(conn, session_id))
 
     def upsert_message(self, session_id: str, message: UIMessage) -> None:
         """Insert at the end, or replace the stored message with this id in place (its
