@@ -15,16 +15,21 @@ Each contender runs in a fresh process that opens N chats at once against that s
                 httptools is installed); ``... raw`` reads ``aiter_raw`` and splits the lines by
                 hand, as think's provider does, so the row is the transport and httpx alone
   think         ``Think(OpenAIChatModel(...), load_entrypoints=False)``: a full turn per chat,
-                each in its own session, answers stored in a SQLite file
+                each in its own session, answers stored in a SQLite file, the UI stream to an
+                ``on_event`` callback (where the first word is noted)
   think+plugins as think, with the bundled entry-point plugins (otel disabled) and an
-                ``on_chunk`` observer that counts every chunk (checked: one per event)
+                ``on_chunk`` observer that counts every chunk (checked: one per event) and notes
+                the first word, instead of ``on_event``
   ... (h11)     the think rows again with ``THINK_HTTP_TRANSPORT=httpx``: think's clients over
                 httpx's own transport (httpcore, h11), as without the ``fast`` extra
 
 Printed per N: the client process's CPU per event (``getrusage`` user + system, from the first
 request to the last answer), its ratio to raw asyncio's in the same run, the wall time against
-the ideal (events × gap), and the client process's peak RSS. Every contender checks that every
-chat received all of its text.
+the ideal (events × gap), when the slowest chat got its first text (the burst's start-up: every
+chat opens at once), how far behind the model the most delayed chat ended (its answer done minus
+its first text, minus the model's own time between its first and last event: whether the client
+keeps the model's pace once the words flow), and the client process's peak RSS. Every contender
+checks that every chat received all of its text.
 
     python bench/live_streams.py                       # N = 100, 500, 1000
     python bench/live_streams.py --sizes 200 --rounds 2 --events 300 --gap 20
@@ -170,14 +175,21 @@ async def serve(events: int, gap: float) -> None:
 REQUEST = {"model": "live", "messages": [{"role": "user", "content": "go"}], "stream": True}
 
 
-def delta_text(data: str, pieces: list[str]) -> None:
+Mark = Callable[[], None]
+
+
+def delta_text(data: str, pieces: list[str], mark: Mark) -> None:
+    """Collect the event's text; ``mark()`` at the chat's first text."""
+    empty = not pieces
     for choice in json.loads(data)["choices"]:
         content = choice["delta"].get("content")
         if content:
             pieces.append(content)
+    if empty and pieces:
+        mark()
 
 
-async def raw_chat(host: str, port: int) -> str:
+async def raw_chat(host: str, port: int, mark: Mark) -> str:
     """The floor: the HTTP/1.1 chunked framing and the SSE lines by hand, json.loads per event."""
     reader, writer = await asyncio.open_connection(host, port)
     body = json.dumps(REQUEST).encode()
@@ -195,22 +207,22 @@ async def raw_chat(host: str, port: int) -> str:
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
                 if line.startswith(b"data: ") and line != b"data: [DONE]":
-                    delta_text(line[6:].decode(), pieces)
+                    delta_text(line[6:].decode(), pieces, mark)
     finally:
         writer.close()
     return "".join(pieces)
 
 
-async def httpx_chat(client: Any, base: str) -> str:
+async def httpx_chat(client: Any, base: str, mark: Mark) -> str:
     pieces: list[str] = []
     async with client.stream("POST", f"{base}/v1/chat/completions", json=REQUEST) as response:
         async for line in response.aiter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
-                delta_text(line[6:], pieces)
+                delta_text(line[6:], pieces, mark)
     return "".join(pieces)
 
 
-async def httpx_raw_chat(client: Any, base: str) -> str:
+async def httpx_raw_chat(client: Any, base: str, mark: Mark) -> str:
     """httpx's raw bytes (no decoder, no line layer), the SSE lines split by hand."""
     pieces: list[str] = []
     buffer = b""
@@ -219,7 +231,7 @@ async def httpx_raw_chat(client: Any, base: str) -> str:
             *lines, buffer = (buffer + data).split(b"\n")
             for line in lines:
                 if line.startswith(b"data: ") and line != b"data: [DONE]":
-                    delta_text(line[6:].decode(), pieces)
+                    delta_text(line[6:].decode(), pieces, mark)
     return "".join(pieces)
 
 
@@ -240,14 +252,20 @@ def httpx_client(transport: str, n: int) -> Any:
 
 
 class ChunkCounter:
+    """The ``on_chunk`` observer of the plugins row: counts every chunk, and notes when each
+    session's first one came (the row's only consumer of the stream, as ``on_event`` is bare think's)."""
+
     name = "live_counter"
 
     def __init__(self) -> None:
         self.chunks = 0
+        self.first: dict[str, float] = {}
 
     @hookimpl
     def on_chunk(self, ctx: Any) -> None:
         self.chunks += 1
+        if ctx.chunk.type == "text-delta":
+            self.first.setdefault(ctx.session.id, time.perf_counter())
 
 
 def think_agent(base: str, tmp: str, plugins: bool, counter: ChunkCounter) -> Any:
@@ -266,32 +284,55 @@ def think_agent(base: str, tmp: str, plugins: bool, counter: ChunkCounter) -> An
     return agent
 
 
-async def run_contender(name: str, base: str, n: int, events: int) -> dict[str, float]:
-    """Warm up with one chat, then N at once; CPU and wall of the N."""
+async def run_contender(name: str, base: str, n: int, events: int, gap: float) -> dict[str, float]:
+    """Warm up with one chat, then N at once; CPU and wall of the N, and how late the slowest
+    chat got its first word and how far behind the model it ended."""
     host, port = base.removeprefix("http://").split(":")
     expected = expected_text(events)
+    first: dict[int, float] = {}
+    ended: dict[int, float] = {}
+
+    def marker(i: int) -> Mark:
+        def mark() -> None:
+            first.setdefault(i, time.perf_counter())
+        return mark
+
     with tempfile.TemporaryDirectory() as tmp:
         counter = ChunkCounter()
         closers: list[Callable[[], Awaitable[Any]]] = []
-        chat: Callable[[int], Awaitable[str]]
+        talk: Callable[[int], Awaitable[str]]
         if name == "raw asyncio":
-            async def chat(i: int) -> str:
-                return await raw_chat(host, int(port))
+            async def talk(i: int) -> str:
+                return await raw_chat(host, int(port), marker(i))
         elif name.startswith("httpx"):
             client = httpx_client(name.split()[0].partition("+")[2] or "h11", n)
             closers.append(client.aclose)
             read = httpx_raw_chat if name.endswith(" raw") else httpx_chat
 
-            async def chat(i: int) -> str:
-                return await read(client, base)
+            async def talk(i: int) -> str:
+                return await read(client, base, marker(i))
         else:
             agent = think_agent(base, tmp, "plugins" in name, counter)
             closers.append(agent.aclose)
 
-            async def chat(i: int) -> str:
-                result = await agent.session(f"chat-{i}").chat("go")
+            observed = "plugins" in name
+
+            async def talk(i: int) -> str:
+                # One consumer of the stream each: the plugins row's on_chunk observer notes the
+                # first word itself; bare think streams to an on_event callback.
+                mark = marker(i)
+                on_event = None if observed else (lambda chunk: mark() if chunk.get("type") == "text-delta" else None)
+                result = await agent.session(f"chat-{i}").chat("go", on_event=on_event)
                 assert result.status == "completed", result.error
+                if observed:
+                    first[i] = counter.first[f"chat-{i}"]
                 return str(result.text)
+
+        async def chat(i: int) -> str:
+            text = await talk(i)
+            ended[i] = time.perf_counter()
+            return text
+
         assert await chat(-1) == expected
         counter.chunks = 0
         before = resource.getrusage(resource.RUSAGE_SELF)
@@ -305,20 +346,23 @@ async def run_contender(name: str, base: str, n: int, events: int) -> dict[str, 
         for close in closers:
             await close()
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"cpu": cpu, "wall": wall, "rss": after.ru_maxrss / 1024}
+    span = (events - 1) * gap  # the model's own time from a chat's first event to its last
+    return {"cpu": cpu, "wall": wall, "rss": after.ru_maxrss / 1024,
+            "first": max(first[i] - started for i in range(n)),
+            "behind": max(ended[i] - first[i] - span for i in range(n))}
 
 
-def client_main(name: str, base: str, n: int, events: int, profile: bool) -> None:
+def client_main(name: str, base: str, n: int, events: int, gap: float, profile: bool) -> None:
     raise_fd_limit()
     if profile:
         import cProfile
         import pstats
 
         profiler = cProfile.Profile()
-        result = profiler.runcall(asyncio.run, run_contender(name, base, n, events))
+        result = profiler.runcall(asyncio.run, run_contender(name, base, n, events, gap))
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(40)
     else:
-        result = asyncio.run(run_contender(name, base, n, events))
+        result = asyncio.run(run_contender(name, base, n, events, gap))
     print(json.dumps(result), flush=True)
 
 
@@ -350,8 +394,9 @@ class Upstream:
         self.proc.stdout.close()
 
 
-def run_client(name: str, base: str, n: int, events: int, profile: bool) -> dict[str, float]:
-    args = [sys.executable, __file__, "--client", name, "--url", base, "--n", str(n), "--events", str(events)]
+def run_client(name: str, base: str, n: int, events: int, gap_ms: float, profile: bool) -> dict[str, float]:
+    args = [sys.executable, __file__, "--client", name, "--url", base, "--n", str(n), "--events", str(events),
+            "--gap", str(gap_ms)]
     env = dict(os.environ)
     if name.endswith(HTTPX_ONLY):  # think's clients over httpx's own transport, as before the fast extra
         env["THINK_HTTP_TRANSPORT"] = "httpx"
@@ -368,7 +413,7 @@ def measure(sizes: list[int], contenders: list[str], events: int, gap_ms: float,
             runs: dict[str, list[dict[str, float]]] = {name: [] for name in contenders}
             for _ in range(rounds):  # interleaved: a slow spell of the machine hits every contender
                 for name in contenders:
-                    runs[name].append(run_client(name, base, n, events, profile=False))
+                    runs[name].append(run_client(name, base, n, events, gap_ms, profile=False))
             floor = median([r["cpu"] for r in runs[contenders[0]]])
             floor_wall = median([r["wall"] for r in runs[contenders[0]]])
             for name in contenders:
@@ -376,6 +421,7 @@ def measure(sizes: list[int], contenders: list[str], events: int, gap_ms: float,
                 wall = median([r["wall"] for r in runs[name]])
                 rows.append([f"{n:,}", name, cpu / (n * events) * 1e6, f"{cpu / floor:.2f}", wall,
                              f"{wall / ideal:.2f}", f"{wall / floor_wall:.2f}",
+                             median([r["first"] for r in runs[name]]), median([r["behind"] for r in runs[name]]),
                              max(r["rss"] for r in runs[name])])
     return rows
 
@@ -398,7 +444,7 @@ def main() -> None:
         asyncio.run(serve(args.events, args.gap / 1000))
         return
     if args.client:
-        client_main(args.client, args.url, args.n, args.events, args.profile_client)
+        client_main(args.client, args.url, args.n, args.events, args.gap / 1000, args.profile_client)
         return
     os.environ.pop("THINK_PLUGINS", None)  # the bundled plugins come from entry points
     os.environ.pop("THINK_DISABLE_PLUGINS", None)
@@ -406,7 +452,7 @@ def main() -> None:
     if args.profile:
         with Upstream(args.events, args.gap) as base:
             for n in sizes:
-                run_client(args.profile, base, n, args.events, profile=True)
+                run_client(args.profile, base, n, args.events, args.gap, profile=True)
         return
     contenders = [c for c in args.contenders.split(",") if c and available(c)]
     started = time.perf_counter()
@@ -415,10 +461,12 @@ def main() -> None:
     print(f"{args.events} events per chat, one per write, {args.gap:g} ms apart (ideal wall "
           f"{args.events * args.gap / 1000:.1f} s); median of {args.rounds} round(s)")
     print(table(["N chats", "client", "CPU µs/event", f"× {contenders[0]}", "wall s", "× ideal",
-                 f"wall × {contenders[0]}", "peak RSS MiB"], rows))
+                 f"wall × {contenders[0]}", "last first word s", "most behind model s", "peak RSS MiB"], rows))
     print(f"(CPU = getrusage user+system of the client process, a fresh one per contender and N, from "
-          f"the first request to the last answer; ratios from the same run; total "
-          f"{time.perf_counter() - started:.0f} s)")
+          f"the first request to the last answer; ratios from the same run; last first word = when the "
+          f"slowest chat got its first text, from the first request; most behind model = the largest "
+          f"(answer done - first text) - the model's {(args.events - 1) * args.gap / 1000:g} s between "
+          f"its first and last event; total {time.perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
