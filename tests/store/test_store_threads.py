@@ -5,7 +5,10 @@ in far fewer loop wakes than calls."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
+import time
 
 import pytest
 
@@ -126,3 +129,27 @@ async def test_several_workers_run_calls_side_by_side() -> None:
     finally:
         threads.shutdown()
     assert sorted(names) == ["think-store_0", "think-store_1"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_runs_its_calls_on_threads_of_its_own() -> None:
+    threads = StoreThreads(1)
+    assert asyncio.run(threads.run(lambda: "parent")) == "parent"  # the parent's thread is up
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the store must not wait for the parent's thread
+        code = 1
+        try:
+            code = 0 if asyncio.run(asyncio.wait_for(threads.run(lambda: "child"), 20)) == "child" else 1
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 60
+    status = None
+    while status is None and time.monotonic() < deadline:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        status = code if done else None
+        time.sleep(0.05)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    threads.shutdown()
+    assert status is not None and os.waitstatus_to_exitcode(status) == 0

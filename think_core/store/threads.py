@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import os
 import queue
 import threading
 import weakref
@@ -122,3 +123,19 @@ _RUNNING: weakref.WeakSet[StoreThreads] = weakref.WeakSet()
 def _shutdown_at_exit() -> None:
     for threads in list(_RUNNING):
         threads.shutdown()
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of its parent's threads (and maybe a lock one of them held): its
+    stores start theirs afresh on their first call instead of queueing calls nobody runs."""
+    for threads in list(_RUNNING):
+        threads._threads = []
+        threads._calls = queue.SimpleQueue()
+        threads._start_lock = threading.Lock()
+        threads._finished = {}
+        threads._finished_lock = threading.Lock()
+    _RUNNING.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_in_child)
