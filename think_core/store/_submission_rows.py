@@ -310,7 +310,7 @@ class SubmissionRows(SubmissionJournal):
             sub = self._submission(row)
             if sub.messages_applied:
                 return []
-            self._ensure(conn, session_id)
+            # (no _ensure: the submission's row holds the session's by its foreign key)
             if replacing_from is not None:
                 ids = [r[0] for r in conn.execute(
                     "SELECT message_id FROM messages WHERE session_id = ? ORDER BY seq", (session_id,)
