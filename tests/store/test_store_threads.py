@@ -9,6 +9,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -135,7 +136,9 @@ async def test_several_workers_run_calls_side_by_side() -> None:
 def test_a_forked_child_runs_its_calls_on_threads_of_its_own() -> None:
     threads = StoreThreads(1)
     assert asyncio.run(threads.run(lambda: "parent")) == "parent"  # the parent's thread is up
-    pid = os.fork()
+    with warnings.catch_warnings():  # Python 3.12+ warns of fork() in a threaded process: the point here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: its copy of the store must not wait for the parent's thread
         code = 1
         try:
