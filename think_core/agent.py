@@ -23,7 +23,6 @@ from .models._http import SharedClient
 from .policy import CompactionConfig, ContextOverflowConfig, RetryConfig
 from .session import Session
 from .store import AsyncStore, Store, open_store
-from .store.shared import SharedSessions
 from .subagents import subagent_tool
 from .tools import AnyTool, Tool
 from .turn.compaction import Compactor, Summarizer
@@ -274,9 +273,8 @@ class Think:
         another process sharing the store starts streaming; returns the function that stops
         listening, or ``None`` when the store is not shared between machines. Blocking: call it
         with ``asyncio.to_thread``."""
-        if not isinstance(self.store, SharedSessions):
-            return None
-        return self.store.listen_streams(callback)
+        shared = self.db.shared
+        return shared.listen_streams(callback) if shared is not None else None
 
     def _turn_deps(self) -> TurnDeps:
         """What this agent's turns use, read when a session is created."""

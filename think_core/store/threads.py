@@ -36,6 +36,10 @@ class StoreThreads:
     def __init__(self, workers: int = 1, name: str = "think-store") -> None:
         self._workers = max(1, workers)
         self._name = name
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """No thread, no call queued, no result waiting (and locks nobody holds)."""
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._start_lock = threading.Lock()
@@ -129,11 +133,7 @@ def _forget_in_child() -> None:
     """A forked child has none of its parent's threads (and maybe a lock one of them held): its
     stores start theirs afresh on their first call instead of queueing calls nobody runs."""
     for threads in list(_RUNNING):
-        threads._threads = []
-        threads._calls = queue.SimpleQueue()
-        threads._start_lock = threading.Lock()
-        threads._finished = {}
-        threads._finished_lock = threading.Lock()
+        threads._fresh()
     _RUNNING.clear()
 
 
