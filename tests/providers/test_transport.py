@@ -47,6 +47,26 @@ async def test_an_environment_proxy_keeps_httpx_transport(monkeypatch: pytest.Mo
         assert isinstance(transport_of(client), httpx.AsyncHTTPTransport)
 
 
+PROXY_NAMES = [f"{scheme}_proxy" for scheme in ("http", "https", "all")]
+
+
+@pytest.mark.parametrize("name", [*PROXY_NAMES, *(n.upper() for n in PROXY_NAMES)])
+async def test_every_spelling_of_a_proxy_keeps_httpx_transport_and_an_empty_one_does_not(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # The proxies are read as urllib.request.getproxies() reads them on Linux (either case; an
+    # empty value is no proxy), without decoding the whole environment per client.
+    monkeypatch.delenv(TRANSPORT_ENV, raising=False)
+    for other in (*PROXY_NAMES, *(n.upper() for n in PROXY_NAMES)):
+        monkeypatch.delenv(other, raising=False)
+    monkeypatch.setenv(name, "")
+    async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
+        assert isinstance(transport_of(client), ThinkTransport)
+    monkeypatch.setenv(name, "http://127.0.0.1:9")
+    async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
+        assert isinstance(transport_of(client), httpx.AsyncHTTPTransport)
+
+
 async def test_think_is_the_default_and_an_unknown_choice_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TRANSPORT_ENV, raising=False)
     async with new_client(httpx.Timeout(5), shared_ssl_context()) as client:
