@@ -7,11 +7,12 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from ..messages import PENDING_TOOL_STATES
 from ._rows import HISTORY_REVISIONS, RowsBase
+from .threads import GroupBroken
 
 SCHEMA_VERSION = 7
 
@@ -211,7 +212,8 @@ class SQLiteConnection(RowsBase):
             try:
                 yield conn
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # (an I/O error may have rolled it back already)
+                    conn.execute("ROLLBACK")
                 raise
             try:
                 conn.execute("COMMIT")
@@ -219,6 +221,32 @@ class SQLiteConnection(RowsBase):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+    # -- several queued calls as one transaction (StoreThreads' CallGroups) ----------------------
+
+    def together(self) -> AbstractContextManager[None]:
+        """One write transaction around the calls of a group (see ``StoreThreads``)."""
+        return self.atomic()
+
+    @contextmanager
+    def alone(self) -> Iterator[None]:
+        """One call of a group in a savepoint of its own: when it raises, only its writes are
+        undone. :class:`GroupBroken` when the group's transaction is gone."""
+        conn = self._joined()
+        if conn is None or not conn.in_transaction:
+            raise GroupBroken("the group's transaction is gone")
+        conn.execute("SAVEPOINT think_call")
+        try:
+            yield
+        except BaseException as exc:
+            if not conn.in_transaction:
+                raise GroupBroken("the group's transaction is gone") from exc
+            conn.execute("ROLLBACK TO think_call")
+            conn.execute("RELEASE think_call")
+            raise
+        if not conn.in_transaction:
+            raise GroupBroken("the group's transaction is gone")
+        conn.execute("RELEASE think_call")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:

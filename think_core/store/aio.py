@@ -31,7 +31,7 @@ from .base import (
 from .history_cache import HistoryCache
 from .shared import SharedSessions
 from .sqlite import SQLiteStore
-from .threads import StoreThreads
+from .threads import CallGroups, StoreThreads
 
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
@@ -298,7 +298,10 @@ class AsyncStore:
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
-        belong together, without a thread hop each."""
+        belong together, without a thread hop each. Each of its store calls commits as it would
+        alone, or later with calls queued beside it (a SQLite store's group commit); when
+        ``function`` raises, whether its earlier calls' writes stay is not promised: use
+        :meth:`atomic` for all or nothing."""
         self.model_history.invalidate(None)
         return await self._on_store_thread(functools.partial(function, self.sync, *args, **kwargs))
 
@@ -314,7 +317,10 @@ class AsyncStore:
         if self._closed:
             raise RuntimeError("the store is closed")
         if self._threads is None:
-            self._threads = StoreThreads(int(getattr(self.sync, "max_concurrency", 1)))
+            workers = int(getattr(self.sync, "max_concurrency", 1))
+            # One connection: the calls queued behind each other commit together.
+            groups = self.sync if workers == 1 and isinstance(self.sync, CallGroups) else None
+            self._threads = StoreThreads(workers, groups=groups)
         return await self._threads.run(call)
 
     async def _retried(self, call: Callable[[], T], first: StoreUnavailable) -> T:

@@ -5,6 +5,10 @@ wake of the event loop (a write to its self-pipe) per call. Under a burst — hu
 opening at once, each a few store calls — those wakes are most of a call's cost. Here a call's
 result goes straight to its asyncio future, and the results finished while the loop was busy are
 handed over together: one wake per loop iteration, however many calls ended in it.
+
+A store on one connection can also take the calls queued behind each other as one group
+(:class:`CallGroups`): one transaction around them, each call still undone alone when it raises,
+so the burst pays one commit — the write to the database's log — instead of one per call.
 """
 
 from __future__ import annotations
@@ -16,9 +20,10 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from contextlib import AbstractContextManager
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["StoreThreads"]
+__all__ = ["CallGroups", "GroupBroken", "StoreThreads"]
 
 T = TypeVar("T")
 
@@ -29,13 +34,41 @@ _Done = tuple["asyncio.Future[Any]", bool, Any]
 _Call = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
 
+#: The most calls one group holds: a group holds the database's write lock from its first call
+#: to its commit, and other processes' writers wait for it.
+MAX_GROUP = 32
+
+
+class GroupBroken(Exception):
+    """A group's transaction is gone (the database rolled it back on an I/O error, say): the
+    call that found out, and every call after it in the group, fail with the error that broke
+    it (``__cause__``), and the group's earlier calls with the failed commit's."""
+
+
+@runtime_checkable
+class CallGroups(Protocol):
+    """A store that runs several queued calls as one transaction."""
+
+    def together(self) -> AbstractContextManager[None]:
+        """One transaction around the group's calls; it commits when the block ends."""
+        ...
+
+    def alone(self) -> AbstractContextManager[None]:
+        """One call inside :meth:`together`: when it raises, its writes alone are undone (and
+        the error goes on); :class:`GroupBroken` when the transaction itself is gone."""
+        ...
+
+
 class StoreThreads:
     """``await threads.run(call)`` runs ``call()`` on one of ``workers`` threads, in the order
-    the calls were made (one worker: one at a time, as SQLite's single connection needs)."""
+    the calls were made (one worker: one at a time, as SQLite's single connection needs).
+    ``groups``: the calls waiting when a worker takes one run with it as one group (see
+    :class:`CallGroups`); a call's result is handed over once its group committed."""
 
-    def __init__(self, workers: int = 1, name: str = "think-store") -> None:
+    def __init__(self, workers: int = 1, name: str = "think-store", *, groups: CallGroups | None = None) -> None:
         self._workers = max(1, workers)
         self._name = name
+        self._groups = groups
         self._fresh()
 
     def _fresh(self) -> None:
@@ -83,17 +116,61 @@ class StoreThreads:
 
     def _work(self) -> None:
         calls = self._calls
+        groups = self._groups
         while True:
             item = calls.get()
             if item is _STOP:
                 return
+            if groups is not None and not calls.empty():
+                group, stop = self._take_group(item)
+                self._run_group(groups, group)
+                del item, group  # nothing of a call outlives it on this thread
+                if stop:
+                    return
+                continue
             call, future, loop = item
             try:
                 done: _Done = (future, True, call())
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
                 done = (future, False, exc)
             self._hand_over(loop, done)
-            del item, call, future, done  # nothing of a call outlives it on this thread
+            del item, call, future, done
+
+    def _take_group(self, first: _Call) -> tuple[list[_Call], bool]:
+        """``first`` and the calls queued behind it (up to :data:`MAX_GROUP`); and whether a stop
+        came among them (it ends the worker once the group ran)."""
+        group = [first]
+        while len(group) < MAX_GROUP:
+            try:
+                item = self._calls.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                return group, True
+            group.append(item)
+        return group, False
+
+    def _run_group(self, groups: CallGroups, group: list[_Call]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        broken: BaseException | None = None
+        try:
+            with groups.together():
+                for call, _future, _loop in group:
+                    try:
+                        with groups.alone():
+                            outcomes.append((True, call()))
+                    except GroupBroken as exc:
+                        broken = exc.__cause__ or exc
+                        raise
+                    except BaseException as exc:  # noqa: BLE001 - this call's own error, undone alone
+                        outcomes.append((False, exc))
+        except BaseException as exc:  # noqa: BLE001 - nothing of the group was committed
+            failed = broken or exc
+            outcomes = [(False, failed) if ok else (ok, value) for ok, value in outcomes]
+            outcomes.extend([(False, failed)] * (len(group) - len(outcomes)))
+        for (_call, future, loop), (ok, value) in zip(group, outcomes, strict=True):
+            self._hand_over(loop, (future, ok, value))
+        del outcomes, broken
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop, done: _Done) -> None:
         with self._finished_lock:
