@@ -26,6 +26,8 @@ Callback = Callable[..., Any]
 
 
 def _is_async(function: Any) -> bool:
+    if function is None:
+        return False
     # A callable object whose __call__ is a coroutine function is async just the same.
     call_method = type(function).__call__ if not inspect.isfunction(function) else None
     return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(call_method)

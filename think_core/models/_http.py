@@ -102,6 +102,11 @@ async def client_for_call(client: AnyClient, timeout: httpx.Timeout) -> AsyncIte
         yield own
 
 
+#: An endpoint's ``httpx.URL``, parsed once: httpx parses a string URL on every request (twice:
+#: the client's merge and the request's own), ~15 µs of each step's start. URLs are immutable.
+_parsed_url = functools.lru_cache(maxsize=256)(httpx.URL)
+
+
 @contextlib.asynccontextmanager
 async def post_event_stream(
     client: AnyClient,
@@ -119,7 +124,7 @@ async def post_event_stream(
     JSON body, which some proxies send instead of a stream when the upstream failed.
     """
     async with client_for_call(client, timeout) as http:
-        async with http.stream("POST", url, json=body, headers=headers, params=params or None, timeout=timeout) as response:
+        async with http.stream("POST", _parsed_url(url), json=body, headers=headers, params=params or None, timeout=timeout) as response:
             if response.status_code >= 400 or response.headers.get("content-type", "").startswith("application/json"):
                 raise error_from_response(response, await response.aread(), provider)
             yield response
