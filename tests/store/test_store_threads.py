@@ -5,11 +5,13 @@ in far fewer loop wakes than calls."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import threading
 import time
 import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -156,3 +158,77 @@ def test_a_forked_child_runs_its_calls_on_threads_of_its_own() -> None:
         os.waitpid(pid, 0)
     threads.shutdown()
     assert status is not None and os.waitstatus_to_exitcode(status) == 0
+
+
+class _RecordingGroups:
+    """A :class:`CallGroups` that records its groups, and can hold a group's commit."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+        self.committing = threading.Event()
+        self.commit = threading.Event()
+        self.commit.set()
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        self.groups.append([])
+        yield
+        self.committing.set()
+        assert self.commit.wait(30)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        self.groups[-1].append(threading.current_thread().name)
+        yield
+
+
+async def _blocked(threads: StoreThreads) -> tuple[asyncio.Future[bool], threading.Event]:
+    """A call holding the worker (taken alone: nothing else was queued yet), and its release."""
+    entered, gate = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        entered.set()
+        return gate.wait(30)
+
+    first = asyncio.ensure_future(threads.run(hold))
+    assert await asyncio.to_thread(entered.wait, 30)
+    return first, gate
+
+
+async def test_a_group_s_results_reach_their_callers_only_after_its_commit() -> None:
+    groups = _RecordingGroups()
+    threads = StoreThreads(1, groups=groups)
+    first, gate = await _blocked(threads)
+    try:
+        rest = [asyncio.ensure_future(threads.run(lambda i=i: i)) for i in range(10)]
+        await asyncio.sleep(0)  # all ten queued behind the held call
+        groups.commit.clear()  # the group's commit will wait
+        gate.set()
+        assert await first is True
+        assert await asyncio.to_thread(groups.committing.wait, 30)
+        await asyncio.sleep(0.05)
+        assert not any(call.done() for call in rest)  # ran, but nobody hears of it before the commit
+        groups.commit.set()
+        assert await asyncio.gather(*rest) == list(range(10))
+    finally:
+        gate.set()
+        groups.commit.set()
+        threads.shutdown()
+    assert [len(group) for group in groups.groups] == [10]
+
+
+async def test_a_stop_queued_behind_a_group_runs_the_group_first() -> None:
+    groups = _RecordingGroups()
+    threads = StoreThreads(1, groups=groups)
+    first, gate = await _blocked(threads)
+    rest = [asyncio.ensure_future(threads.run(lambda i=i: i)) for i in range(3)]
+    await asyncio.sleep(0)
+    worker = threads._threads[0]
+    stopping = asyncio.ensure_future(asyncio.to_thread(threads.shutdown))  # the stop is queued last
+    await asyncio.sleep(0.05)
+    gate.set()
+    await stopping
+    assert not worker.is_alive()
+    assert await first is True
+    assert await asyncio.gather(*rest) == [0, 1, 2]
+    assert [len(group) for group in groups.groups] == [3]
