@@ -232,3 +232,28 @@ async def test_a_stop_queued_behind_a_group_runs_the_group_first() -> None:
     assert await first is True
     assert await asyncio.gather(*rest) == [0, 1, 2]
     assert [len(group) for group in groups.groups] == [3]
+
+
+async def test_a_call_whose_savepoint_fails_to_close_fails_alone_and_the_worker_goes_on() -> None:
+    class FailingRelease(_RecordingGroups):
+        @contextlib.contextmanager
+        def alone(self) -> Iterator[None]:
+            self.groups[-1].append("call")
+            yield
+            if len(self.groups[-1]) == 2:  # the second call of the group: its release fails
+                raise RuntimeError("release failed")
+
+    groups = FailingRelease()
+    threads = StoreThreads(1, groups=groups)
+    first, gate = await _blocked(threads)
+    try:
+        rest = [asyncio.ensure_future(threads.run(lambda i=i: i)) for i in range(3)]
+        await asyncio.sleep(0)
+        gate.set()
+        outcomes = await asyncio.gather(*rest, return_exceptions=True)
+        assert await asyncio.wait_for(threads.run(lambda: "after"), 30) == "after"  # the worker lives
+    finally:
+        gate.set()
+        threads.shutdown()
+    assert outcomes[0] == 0 and outcomes[2] == 2
+    assert isinstance(outcomes[1], RuntimeError) and str(outcomes[1]) == "release failed"

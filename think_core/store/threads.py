@@ -158,12 +158,14 @@ class StoreThreads:
                 for call, _future, _loop in group:
                     try:
                         with groups.alone():
-                            outcomes.append((True, call()))
+                            value = call()
                     except GroupBroken as exc:
                         broken = exc.__cause__ or exc
                         raise
                     except BaseException as exc:  # noqa: BLE001 - this call's own error, undone alone
                         outcomes.append((False, exc))
+                    else:  # (after the savepoint's release: one outcome per call, whatever fails there)
+                        outcomes.append((True, value))
         except BaseException as exc:  # noqa: BLE001 - nothing of the group was committed
             failed = broken or exc
             outcomes = [(False, failed) if ok else (ok, value) for ok, value in outcomes]
