@@ -10,7 +10,8 @@ WebSocket connection (M clients connect to ``/agents/think/<id>``, receive the o
 stay open).
 
 Two configurations, each a fresh server: ``fast`` (the ``fast`` extra as installed: uvloop, think's
-own HTTP transport) and ``plain`` (``THINK_EVENT_LOOP=asyncio THINK_HTTP_TRANSPORT=httpx``). The
+own HTTP transport, httptools under uvicorn) and ``plain`` (``THINK_EVENT_LOOP=asyncio
+THINK_HTTP_TRANSPORT=httpx``, ``--http h11``: as without the extra). The
 idle connections are measured with the ``fast`` configuration once per ``--ws-compression`` mode
 (each a fresh server): ``large`` (the default), ``all`` (uvicorn's own) and ``off``.
 
@@ -35,12 +36,18 @@ from live_streams import Upstream, raise_fd_limit
 from bench.multi_server import Servers
 from think_core.server.testing import wait_until_healthy
 
-CONFIGS = {"fast": {}, "plain": {"THINK_EVENT_LOOP": "asyncio", "THINK_HTTP_TRANSPORT": "httpx"}}
+#: name → (environment, ``think serve`` options)
+CONFIGS: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {
+    "fast": ({}, ()),
+    "plain": ({"THINK_EVENT_LOOP": "asyncio", "THINK_HTTP_TRANSPORT": "httpx"}, ("--http", "h11")),
+}
 WS_COMPRESSION = ("all", "large", "off")
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
+def cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """User + system CPU of process ``pid`` (all its threads), or of its thread ``tid``."""
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    with open(path) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
@@ -72,11 +79,13 @@ async def relay(base: str, pid: int, n: int, events: int) -> dict[str, float]:
         await wait_until_healthy(client, timeout=60)
         run = uuid.uuid4().hex[:6]
         await chat(client, f"warm-{run}")
-        before, started = cpu_seconds(pid), time.perf_counter()
+        # The main thread (its tid is the pid) runs the event loop; the others are the store's
+        # thread and the durable turns' lease keepers.
+        before, loop_before, started = cpu_seconds(pid), cpu_seconds(pid, pid), time.perf_counter()
         deltas = await asyncio.gather(*(chat(client, f"live-{run}-{i}") for i in range(n)))
-        wall, cpu = time.perf_counter() - started, cpu_seconds(pid) - before
+        wall, cpu, loop_cpu = time.perf_counter() - started, cpu_seconds(pid) - before, cpu_seconds(pid, pid) - loop_before
     assert min(deltas) > 0, deltas  # every chat streamed its answer (deltas may merge text events)
-    return {"cpu": cpu, "wall": wall}
+    return {"cpu": cpu, "loop_cpu": loop_cpu, "wall": wall}
 
 
 async def idle(base: str, pid: int, count: int) -> float:
@@ -110,15 +119,16 @@ def measure(sizes: list[int], idle_count: int, events: int, gap: float, tmp: str
     relayed: list[list[object]] = []
     memory: list[list[object]] = []
     with Upstream(events, gap) as upstream:
-        for name, extra in CONFIGS.items():
+        for name, (extra, options) in CONFIGS.items():
             os.environ.update(extra)
             try:
-                servers = Servers(os.path.join(tmp, f"{name}.db"), upstream, 1)
+                servers = Servers(os.path.join(tmp, f"{name}.db"), upstream, 1, options)
                 with servers as [base]:
                     pid = servers.procs[0].pid
                     for n in sizes:
                         r = asyncio.run(relay(base, pid, n, events))
-                        relayed.append([name, f"{n:,}", r["cpu"] / (n * events) * 1e6, r["cpu"] / n * 1000,
+                        relayed.append([name, f"{n:,}", r["cpu"] / (n * events) * 1e6,
+                                        r["loop_cpu"] / (n * events) * 1e6, r["cpu"] / n * 1000,
                                         r["wall"], f"{r['wall'] / ideal:.2f}"])
             finally:
                 for key in extra:
@@ -147,7 +157,8 @@ def main() -> None:
     print(f"live_serve — {machine()}")
     print(f"{args.events} events per chat, one per write, {args.gap:g} ms apart (ideal wall "
           f"{args.events * args.gap / 1000:.1f} s)")
-    print(table(["config", "N chats (HTTP)", "server CPU µs/event", "server CPU ms/turn", "wall s", "× ideal"], relayed))
+    print(table(["config", "N chats (HTTP)", "server CPU µs/event", "of which event loop", "server CPU ms/turn",
+                 "wall s", "× ideal"], relayed))
     if memory:
         print()
         print(table(["config", "idle WebSockets", "server RSS KiB/connection", "server RSS MiB"], memory))

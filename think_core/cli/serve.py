@@ -68,6 +68,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="close a connection whose request headers take longer than this to arrive (default 10)",
     )
     parser.add_argument(
+        "--http", choices=("auto", "httptools", "h11"), default="auto",
+        help="HTTP/1.1 implementation: httptools when installed (the fast extra), else h11 (default: auto)",
+    )
+    parser.add_argument(
         "--ws-compression", choices=("large", "all", "off"), default="large",
         help="WebSocket compression: large messages only, no state kept between messages (default); "
         "all (every message, ~44 KiB of zlib state per open connection); off",
@@ -130,7 +134,7 @@ async def run(args: argparse.Namespace) -> int:
             app, host=args.host, port=args.port, lifespan="on", log_level="info",
             log_config=uvicorn_log_config(), timeout_graceful_shutdown=5, **uvicorn_ws_options(args.ws_compression),
             ws_max_size=ws_frame_limit(max_body),
-            http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT),
+            http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT, args.http),
         )
         # Bind first, so the announced URL has the real port (also for --port 0); announce it once
         # start-up (recovery included) is over and the socket accepts connections.

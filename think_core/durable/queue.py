@@ -46,6 +46,7 @@ OWNER_CHECK = 0.5
 
 
 _DONE = object()  # a listener's end of stream
+_QUIET = object()  # put by a follower's _QuietTimer: nothing came for OWNER_CHECK seconds
 
 #: Longest pause between two attempts of a drain waiting for its store to come back.
 OUTAGE_PAUSE = 5.0
@@ -293,32 +294,33 @@ class SubmissionQueue:
     async def follow(self, submission_id: str, queue: asyncio.Queue[Any]) -> AsyncGenerator[dict[str, Any], None]:
         """Yield the chunks ``queue`` (from :meth:`listen`) receives until the submission's
         turn ends here, or until the submission is final (another process ran it, or it had
-        finished already): then nothing more comes, and the caller may replay the answer."""
-        while True:
-            try:
-                if queue.empty():
-                    # asyncio.timeout, not wait_for: no task of its own per chunk of a live stream.
-                    async with asyncio.timeout(OWNER_CHECK):
-                        item = await queue.get()
-                else:
-                    item = queue.get_nowait()
-            except TimeoutError:
-                try:
-                    row = await self.db.get_submission(self.session_id, submission_id)
-                except StoreUnavailable:
-                    # The follower is told and let go; the turn is answered once the store is back.
-                    yield {"type": "error", "errorText": STORE_OUTAGE}
+        finished already): then nothing more comes, and the caller may replay the answer. After
+        :data:`OWNER_CHECK` seconds without a chunk, the submission's row is looked at."""
+        quiet = _QuietTimer(queue)
+        try:
+            while True:
+                item = queue.get_nowait() if not queue.empty() else await queue.get()
+                if item is _QUIET:
+                    try:
+                        row = await self.db.get_submission(self.session_id, submission_id)
+                    except StoreUnavailable:
+                        # The follower is told and let go; the turn is answered once the store is back.
+                        yield {"type": "error", "errorText": STORE_OUTAGE}
+                        return
+                    if row is not None and row.status in _UNFINISHED:
+                        quiet.rearm()
+                        continue
+                    while not queue.empty():  # what was emitted meanwhile
+                        item = queue.get_nowait()
+                        if item is not _DONE and item is not _QUIET:
+                            yield item
                     return
-                if row is not None and row.status in _UNFINISHED:
-                    continue
-                while not queue.empty():  # what was emitted meanwhile
-                    item = queue.get_nowait()
-                    if item is not _DONE:
-                        yield item
-                return
-            if item is _DONE:
-                return
-            yield item
+                if item is _DONE:
+                    return
+                quiet.heard()
+                yield item
+        finally:
+            quiet.cancel()
 
     def _change(self) -> asyncio.Event:
         """The event the next change sets."""
@@ -374,3 +376,44 @@ class SubmissionQueue:
         if task is not None and not task.done():
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+
+
+class _QuietTimer:
+    """Puts :data:`_QUIET` into a follower's queue once :data:`OWNER_CHECK` seconds passed
+    without a chunk. One timer per quiet spell, not one per chunk: a live stream's follower
+    notes each chunk's time (:meth:`heard`), and the timer, when it fires early, waits out the
+    rest of the spell. (A timeout around each ``queue.get()`` costs a timer handle and a
+    cancellation per streamed event.)"""
+
+    __slots__ = ("_queue", "_loop", "_last", "_handle")
+
+    def __init__(self, queue: asyncio.Queue[Any]) -> None:
+        self._queue = queue
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._handle: asyncio.TimerHandle | None = self._loop.call_at(self._last + OWNER_CHECK, self._fire)
+
+    def heard(self) -> None:
+        self._last = self._loop.time()
+
+    def rearm(self) -> None:
+        """After a look at the row: the next one comes OWNER_CHECK seconds from now."""
+        self._last = self._loop.time()
+        self._handle = self._loop.call_at(self._last + OWNER_CHECK, self._fire)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _fire(self) -> None:
+        now = self._loop.time()
+        if not self._queue.empty():  # chunks wait for the follower: not quiet
+            self._handle = self._loop.call_at(now + OWNER_CHECK, self._fire)
+            return
+        due = self._last + OWNER_CHECK
+        if now + 0.001 < due:  # a chunk came meanwhile: wait out the rest of the spell
+            self._handle = self._loop.call_at(due, self._fire)
+            return
+        self._handle = None  # one _QUIET at a time: the follower re-arms once it has looked
+        self._queue.put_nowait(_QUIET)

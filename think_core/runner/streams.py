@@ -67,10 +67,16 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+#: One encoder for every chunk: ``json.dumps`` with options builds a new one per call, and a
+#: live stream encodes each event (twice through ``think serve``: its log and its client).
+#: ``encode`` keeps no state between calls, so threads may share it.
+_CHUNK_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_default)
+
+
 def dumps_chunk(value: Any) -> str:
     """Compact JSON, as browsers' ``JSON.stringify`` writes it. Tool outputs may hold values
     JSON cannot represent; they are converted rather than breaking the stream."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_default)
+    return _CHUNK_ENCODER.encode(value)
 
 
 class StreamOpen:

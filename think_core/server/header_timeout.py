@@ -5,25 +5,43 @@ request headers a byte at a time holds a socket (and a file descriptor) for as l
 a few hundred such clients exhaust the server's. Here a request whose headers are not complete
 within :data:`HEADER_TIMEOUT` seconds of their first byte has its connection closed. A WebSocket
 the connection was upgraded to, and a request being answered, are never affected.
+
+The limit is laid over either of uvicorn's HTTP/1.1 implementations (they share the attributes
+it uses): ``httptools`` (C, llhttp) when it is installed — the ``fast`` extra — else ``h11``
+(pure Python). Every event a chat streams back is one ``send`` of the response, and h11's costs
+several times httptools' per send: with a few hundred live chats that is most of the server's
+own CPU per event (``bench/live_serve.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import importlib.util
+from typing import Any, Literal
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEADER_TIMEOUT", "HeaderTimeoutProtocol"]
+__all__ = ["HEADER_TIMEOUT", "HTTP_IMPLEMENTATIONS", "HeaderDeadline", "http_protocol", "with_header_timeout"]
 
 #: Seconds a request's headers may take to arrive whole (``think serve --header-timeout``).
 HEADER_TIMEOUT = 10.0
 
+#: ``think serve --http``: ``auto`` is httptools when it is installed, else h11.
+HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
 
-class HeaderTimeoutProtocol(H11Protocol):
-    """:class:`H11Protocol` closing connections whose request headers are overdue."""
+Implementation = Literal["auto", "httptools", "h11"]
+
+
+class HeaderDeadline:
+    """Closes a connection whose request headers are overdue: mixed into one of uvicorn's
+    HTTP/1.1 protocols (before it in the bases, so its hooks run around the protocol's)."""
 
     header_timeout = HEADER_TIMEOUT
+    # The protocol's, which this mixin only reads (uvicorn sets them).
+    cycle: Any
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+    logger: Any
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -37,7 +55,7 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._headers_due is None and self._between_requests():
             # The first bytes of a request: its headers are due by then.
             self._headers_due = self.loop.call_later(self.header_timeout, self._headers_overdue)
-        super().data_received(data)
+        super().data_received(data)  # type: ignore[misc]
         if self._headers_due is not None and not self._between_requests():
             self._headers_due.cancel()  # the headers are in: the request is being answered
             self._headers_due = None
@@ -53,9 +71,20 @@ class HeaderTimeoutProtocol(H11Protocol):
         if self._headers_due is not None:
             self._headers_due.cancel()
             self._headers_due = None
-        super().connection_lost(exc)
+        super().connection_lost(exc)  # type: ignore[misc]
 
 
-def with_header_timeout(seconds: float) -> type[HeaderTimeoutProtocol]:
+def http_protocol(implementation: Implementation = "auto") -> type[Any]:
+    """uvicorn's HTTP/1.1 protocol class for ``implementation`` (``auto``: httptools when
+    installed). Asking for httptools without it installed raises ``ImportError``."""
+    if implementation == "h11" or (implementation == "auto" and importlib.util.find_spec("httptools") is None):
+        return H11Protocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # needs httptools
+
+    return HttpToolsProtocol
+
+
+def with_header_timeout(seconds: float, implementation: Implementation = "auto") -> type[Any]:
     """The protocol class with its own limit (uvicorn's ``http=`` takes a class)."""
-    return type("HeaderTimeoutProtocol", (HeaderTimeoutProtocol,), {"header_timeout": seconds})
+    base = http_protocol(implementation)
+    return type(f"HeaderTimeout{base.__name__}", (HeaderDeadline, base), {"header_timeout": seconds})

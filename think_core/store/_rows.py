@@ -28,8 +28,12 @@ from .base import SubmissionOwner
 __all__ = ["HISTORY_REVISIONS", "INSERT_MESSAGE", "RowsBase", "dumps", "is_waiting", "message_row"]
 
 
+#: (``json.dumps`` with options builds an encoder per call; ``encode`` keeps no state between calls.)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(value)
 
 
 INSERT_MESSAGE = (
