@@ -99,8 +99,17 @@ def get_weather(city: str) -> str:
 Turn = Callable[[], Awaitable[str]]
 
 
-def floor_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
-    client = httpx.AsyncClient(timeout=60)
+def floor_clients(base: str, n: int, think_transport: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+    """The floor: a bare ``httpx`` loop, ``json.loads`` per event, the tool called inline. With
+    ``think_transport``, on an ``httpx.AsyncClient`` over think's own transport (as think's own
+    client is built), so think's own overhead can be read on either transport."""
+    if think_transport:
+        from think_core.models._http import DEFAULT_TIMEOUT, shared_ssl_context
+        from think_core.models._transport import new_client
+
+        client = new_client(DEFAULT_TIMEOUT, shared_ssl_context())
+    else:
+        client = httpx.AsyncClient(timeout=60)
 
     async def step(path: str, messages: list[dict[str, Any]]) -> tuple[str, dict[int, dict[str, str]]]:
         text: list[str] = []
@@ -277,7 +286,9 @@ def strands_clients(base: str, n: int) -> tuple[Turn, Turn, Callable[[], Awaitab
 
 CLIENTS = {"floor": floor_clients, "think": think_clients,
            "think (SQLite file)": lambda base, n: think_clients(base, n, on_disk=True),
-           "think (its own client)": lambda base, n: think_clients(base, n, own_client=True), "pydantic-ai": pydantic_ai_clients,
+           "think (its own client)": lambda base, n: think_clients(base, n, own_client=True),
+           "floor (think's transport)": lambda base, n: floor_clients(base, n, think_transport=True),
+           "pydantic-ai": pydantic_ai_clients,
            "openai-agents": openai_agents_clients, "langchain": langchain_clients, "strands": strands_clients}
 
 
@@ -350,9 +361,10 @@ def setup(root: Path) -> None:
 
 async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dict[str, dict[str, float]]:
     """CPU (``time.process_time``, this process with its tool threads) per tool turn of the floor
-    and of think in memory and on a SQLite file, their rounds interleaved; then the rate of
-    ``concurrency`` tool turns at once (each its own session)."""
-    names = ["floor", "think", "think (SQLite file)", "think (its own client)"]
+    and of think in memory and on a SQLite file, and of the floor and think on think's own
+    transport, their rounds interleaved; then the rate of ``concurrency`` tool turns at once
+    (each its own session)."""
+    names = ["floor", "think", "think (SQLite file)", "floor (think's transport)", "think (its own client)"]
     built = {name: CLIENTS[name](base, 1) for name in names}
     for name, (_, tools, _) in built.items():
         assert (await tools()).endswith(ANSWER), name
@@ -376,11 +388,17 @@ async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dic
 def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
     with ServerProcess(__file__) as base:
         result = asyncio.run(_tool_cpu(base, turns, repeat, concurrency))
-    floor = result["floor"]
-    rows = [[name, got["cpu"] * 1e3, (got["cpu"] - floor["cpu"]) * 1e3, got["rate"], f"{got['rate'] / floor['rate']:.2f}"]
+    # Each think row against the floor on the same transport: httpx's own, or think's.
+    floors = {name: result["floor (think's transport)" if "own client" in name or "think's" in name else "floor"]
+              for name in result}
+    rows = [[name, got["cpu"] * 1e3, (got["cpu"] - floors[name]["cpu"]) * 1e3, got["rate"],
+             f"{got['rate'] / floors[name]['rate']:.2f}", f"{got['rate'] / result['floor']['rate']:.2f}"]
             for name, got in result.items()]
     print(f"peers --tool-cpu — {machine()}; {turns} tool turns × {repeat} rounds, then {concurrency} at once")
-    print(table(["client", "CPU ms/tool turn", "over floor ms", f"turns/s ({concurrency} at once)", "× floor rate"], rows))
+    print(table(["client", "CPU ms/tool turn", "over its floor ms", f"turns/s ({concurrency} at once)",
+                 "× its floor's rate", "× httpx floor's rate"], rows))
+    print("(its floor: the bare httpx loop on the same transport — httpx's own for the first three rows, "
+          "think's for the last two)")
 
 
 def report(root: Path, n: int, turns: int, repeat: int) -> None:
