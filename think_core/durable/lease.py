@@ -1,18 +1,26 @@
-"""Keeping a running submission's lease alive from a thread of its own.
+"""Keeping running submissions' leases alive from a thread of the store's own.
 
 Another process retakes a ``running`` submission once its lease expires. The lease must
 therefore be renewed even while the event loop is blocked — by a sync hook that sleeps or makes
-a blocking call — or a slow turn would be run twice. So the renewal does not run on the loop:
-a small thread calls the (thread-safe) synchronous store three times per lease. When a renewal
-finds the row no longer running (it was finished or cancelled elsewhere), the turn is
-cancelled on the loop.
+a blocking call — or a slow turn would be run twice. So the renewal does not run on the loop: a
+thread calls the (thread-safe) synchronous store three times per lease. When a renewal finds the
+row no longer running (it was finished or cancelled elsewhere), the turn is cancelled on the loop.
+
+One renewal thread per store serves all of its running submissions, each renewed on its own
+schedule: a server with hundreds of live chats does not hold a thread per chat, and a turn does
+not start and end one. (Renewals of one store wait for the same database anyway.)
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
+import os
 import threading
+import time
+import weakref
 from collections.abc import Callable
 
 from ..store import Store
@@ -20,6 +28,10 @@ from ..store import Store
 __all__ = ["LeaseKeeper"]
 
 logger = logging.getLogger("think.submissions")
+
+#: Seconds a store's renewal thread waits with nothing to renew before it ends (the next lease
+#: starts it again).
+IDLE_EXIT = 30.0
 
 
 class LeaseKeeper:
@@ -37,33 +49,105 @@ class LeaseKeeper:
         self._store = store
         self._session_id = session_id
         self._submission_id = submission_id
-        self._interval = interval
+        self.interval = interval
         self._on_lost = on_lost
         self._loop = asyncio.get_running_loop()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(
-            target=self._renew_until_stopped, name=f"think-lease-{submission_id}", daemon=True
-        )
+        self.stopped = False
 
     def start(self) -> LeaseKeeper:
-        self._thread.start()
+        _renewer_of(self._store).add(self)
         return self
 
     def stop(self) -> None:
-        """Stop renewing. Does not wait for the thread: a renewal in flight may be waiting for
-        the database, and the loop must not wait with it."""
-        self._stopped.set()
+        """Stop renewing. Does not wait: a renewal in flight may be waiting for the database,
+        and the loop must not wait with it."""
+        self.stopped = True
 
-    def _renew_until_stopped(self) -> None:
-        while not self._stopped.wait(self._interval):
+    def renew(self) -> bool:
+        """One renewal, on the renewal thread; whether to go on renewing."""
+        try:
+            still_ours = self._store.heartbeat_submission(self._session_id, self._submission_id)
+        except Exception:
+            if not self.stopped:
+                logger.warning("heartbeat of submission %s failed; retrying", self._submission_id, exc_info=True)
+            return True
+        if still_ours:
+            return True
+        if not self.stopped:
+            logger.warning("submission %s was finished elsewhere; cancelling its turn here", self._submission_id)
             try:
-                still_ours = self._store.heartbeat_submission(self._session_id, self._submission_id)
-            except Exception:
-                if not self._stopped.is_set():
-                    logger.warning("heartbeat of submission %s failed; retrying", self._submission_id, exc_info=True)
-                continue
-            if not still_ours:
-                if not self._stopped.is_set():
-                    logger.warning("submission %s was finished elsewhere; cancelling its turn here", self._submission_id)
-                    self._loop.call_soon_threadsafe(self._on_lost)
-                return
+                self._loop.call_soon_threadsafe(self._on_lost)
+            except RuntimeError:  # the loop is closed: nothing runs the turn any more
+                pass
+        return False
+
+
+class _Renewer:
+    """A store's renewal thread: renews each keeper ``interval`` seconds after its last renewal
+    (its start, at first), in the order they fall due."""
+
+    def __init__(self) -> None:
+        self._wake = threading.Condition()
+        self._due: list[tuple[float, int, LeaseKeeper]] = []  # a heap, by when each falls due
+        self._order = itertools.count()  # ties: first come, first renewed
+        self._thread: threading.Thread | None = None
+
+    def add(self, keeper: LeaseKeeper) -> None:
+        with self._wake:
+            heapq.heappush(self._due, (time.monotonic() + keeper.interval, next(self._order), keeper))
+            if self._thread is None:
+                # A daemon: a lease nobody stopped must not hold the interpreter open.
+                self._thread = threading.Thread(target=self._run, name="think-leases", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def _next(self) -> LeaseKeeper | None:
+        """The next keeper due (waiting until it is); ``None`` once idle for IDLE_EXIT."""
+        with self._wake:
+            while True:
+                while self._due and self._due[0][2].stopped:
+                    heapq.heappop(self._due)
+                if not self._due:
+                    if not self._wake.wait(IDLE_EXIT) and not self._due:
+                        self._thread = None  # the next add() starts another
+                        return None
+                    continue
+                when, _, keeper = self._due[0]
+                wait = when - time.monotonic()
+                if wait <= 0:
+                    heapq.heappop(self._due)
+                    return keeper
+                self._wake.wait(wait)
+
+    def _run(self) -> None:
+        while (keeper := self._next()) is not None:
+            if not keeper.stopped and keeper.renew() and not keeper.stopped:
+                with self._wake:
+                    heapq.heappush(self._due, (time.monotonic() + keeper.interval, next(self._order), keeper))
+            del keeper  # nothing of a finished turn outlives it on this thread
+
+
+_RENEWERS: weakref.WeakKeyDictionary[Store, _Renewer] = weakref.WeakKeyDictionary()
+_RENEWERS_LOCK = threading.Lock()
+
+
+def _renewer_of(store: Store) -> _Renewer:
+    with _RENEWERS_LOCK:
+        try:
+            renewer = _RENEWERS.get(store)
+            if renewer is None:
+                renewer = _RENEWERS[store] = _Renewer()
+        except TypeError:  # a store that cannot be weakly referenced: a thread for this lease alone
+            renewer = _Renewer()
+        return renewer
+
+
+def _forget_in_child() -> None:
+    """A forked child has none of its parent's threads (and maybe a lock one held)."""
+    global _RENEWERS_LOCK
+    _RENEWERS_LOCK = threading.Lock()
+    _RENEWERS.clear()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_forget_in_child)
