@@ -6,9 +6,9 @@ a blocking call — or a slow turn would be run twice. So the renewal does not r
 thread calls the (thread-safe) synchronous store three times per lease. When a renewal finds the
 row no longer running (it was finished or cancelled elsewhere), the turn is cancelled on the loop.
 
-One renewal thread per store serves all of its running submissions, each renewed on its own
-schedule: a server with hundreds of live chats does not hold a thread per chat, and a turn does
-not start and end one. (Renewals of one store wait for the same database anyway.)
+A store's renewal threads serve all of its running submissions, each renewed on its own
+schedule: a server with hundreds of live chats holds two threads for them, not one per chat,
+and a turn does not start and end one.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ logger = logging.getLogger("think.submissions")
 #: Seconds a store's renewal thread waits with nothing to renew before it ends (the next lease
 #: starts it again).
 IDLE_EXIT = 30.0
+#: The most renewal threads of one store: renewals that hang past this many hold up the rest.
+MAX_THREADS = 8
 
 
 class LeaseKeeper:
@@ -83,48 +85,72 @@ class LeaseKeeper:
 
 
 class _Renewer:
-    """A store's renewal thread: renews each keeper ``interval`` seconds after its last renewal
-    (its start, at first), in the order they fall due."""
+    """A store's renewal threads: each keeper is renewed ``interval`` seconds after its last
+    renewal (its start, at first), in the order they fall due.
+
+    One thread watches the due times while another renews, so a renewal that hangs — on a lock
+    another process holds, a stuck connection — does not hold up the other submissions': a
+    thread leaving to renew starts a watcher when none is left, up to :data:`MAX_THREADS`. Two
+    threads per store in the steady state; an idle one ends after :data:`IDLE_EXIT`."""
 
     def __init__(self) -> None:
         self._wake = threading.Condition()
         self._due: list[tuple[float, int, LeaseKeeper]] = []  # a heap, by when each falls due
         self._order = itertools.count()  # ties: first come, first renewed
-        self._thread: threading.Thread | None = None
+        self.threads = 0  # alive
+        self._watching = 0  # waiting for the next due time (not renewing), or about to
 
     def add(self, keeper: LeaseKeeper) -> None:
         with self._wake:
             heapq.heappush(self._due, (time.monotonic() + keeper.interval, next(self._order), keeper))
-            if self._thread is None:
-                # A daemon: a lease nobody stopped must not hold the interpreter open.
-                self._thread = threading.Thread(target=self._run, name="think-leases", daemon=True)
-                self._thread.start()
+            if self._watching == 0 and self.threads < MAX_THREADS:  # none, or all of them renewing
+                self._start_thread()
             self._wake.notify()
 
-    def _next(self) -> LeaseKeeper | None:
-        """The next keeper due (waiting until it is); ``None`` once idle for IDLE_EXIT."""
+    def _start_thread(self) -> None:
+        """(Holding ``_wake``.) The new thread counts as watching from now: a burst of leases
+        starts one, not one each."""
+        self.threads += 1
+        self._watching += 1
+        # A daemon: a lease nobody stopped must not hold the interpreter open.
+        threading.Thread(target=self._run, name="think-leases", daemon=True).start()
+
+    def _next(self, *, first: bool = False) -> LeaseKeeper | None:
+        """The next keeper due (waiting until it is); ``None``: this thread ends. ``first``:
+        the thread's first call (counted as watching when it was started)."""
         with self._wake:
-            while True:
-                while self._due and self._due[0][2].stopped:
-                    heapq.heappop(self._due)
-                if not self._due:
-                    if not self._wake.wait(IDLE_EXIT) and not self._due:
-                        self._thread = None  # the next add() starts another
+            if not first:
+                self._watching += 1
+            try:
+                while True:
+                    while self._due and self._due[0][2].stopped:
+                        heapq.heappop(self._due)
+                    if self._watching > 2 or (not self._due and not self._wake.wait(IDLE_EXIT) and not self._due):
+                        self.threads -= 1  # one watcher too many, or idle: the next add() starts one
                         return None
-                    continue
-                when, _, keeper = self._due[0]
-                wait = when - time.monotonic()
-                if wait <= 0:
+                    if not self._due:
+                        continue
+                    when, _, keeper = self._due[0]
+                    wait = when - time.monotonic()
+                    if wait > 0:
+                        self._wake.wait(wait)
+                        continue
                     heapq.heappop(self._due)
+                    if self._watching == 1 and self._due and self.threads < MAX_THREADS:
+                        self._start_thread()  # someone watches the others while this one renews
                     return keeper
-                self._wake.wait(wait)
+            finally:
+                self._watching -= 1
 
     def _run(self) -> None:
-        while (keeper := self._next()) is not None:
+        keeper = self._next(first=True)
+        while keeper is not None:
             if not keeper.stopped and keeper.renew() and not keeper.stopped:
                 with self._wake:
                     heapq.heappush(self._due, (time.monotonic() + keeper.interval, next(self._order), keeper))
+                    self._wake.notify()
             del keeper  # nothing of a finished turn outlives it on this thread
+            keeper = self._next()
 
 
 _RENEWERS: weakref.WeakKeyDictionary[Store, _Renewer] = weakref.WeakKeyDictionary()
