@@ -74,18 +74,17 @@ async def test_a_set_messages_flood_from_one_socket_keeps_the_servers_memory_bou
         async with connect(url, max_size=None) as watcher:
             await identified(watcher)
             before = rss_mib(proc.pid)
-            await flood_then_leave(url, watcher, 1)
-            after_first = rss_mib(proc.pid)
-            # A second flooder after the first has left: if the first one's frames, tasks or
-            # transcripts were kept after it left, this one would add as much again on top.
-            await flood_then_leave(url, watcher, 2)
-            after_second = rss_mib(proc.pid)
+            after = []
+            # Three flooders, one after the other. What a flood costs the server at its peak
+            # (transcripts parsed before they are coalesced) depends on scheduling, so any one of
+            # them may grow RSS; but if a flooder's frames, tasks or transcripts were kept after
+            # it left, each would add as much again on top, and three would cost three times one.
+            for round_ in (1, 2, 3):
+                await flood_then_leave(url, watcher, round_)
+                after.append(rss_mib(proc.pid))
     # Before the replacements were coalesced, one flood took the server from ~70 to ~355 MiB
     # (and ~300 MiB stayed after the client left).
-    assert after_first - before < 80, f"RSS grew from {before:.0f} MiB to {after_first:.0f} MiB"
-    assert after_second - after_first < 25, (
-        f"a second flood after the first client left grew RSS again: {after_first:.0f} → {after_second:.0f} MiB"
-    )
+    assert after[-1] - before < 80, f"three floods grew RSS from {before:.0f} MiB: {[round(a) for a in after]}"
 
 
 async def test_lone_surrogates_and_deep_metadata_get_400_with_nothing_stored(tmp_path: Path) -> None:
