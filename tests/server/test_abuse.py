@@ -117,10 +117,12 @@ async def test_the_serving_line_comes_once_the_server_accepts_connections(tmp_pa
             assert (await http.get("/healthz")).status_code == 200
 
 
-@pytest.mark.parametrize("http", ["httptools", "h11"])
-async def test_slow_headers_are_dropped_after_the_header_timeout_while_a_websocket_stays(tmp_path: Path, http: str) -> None:
+@pytest.mark.parametrize("implementation", ["httptools", "h11"])
+async def test_slow_headers_are_dropped_after_the_header_timeout_while_a_websocket_stays(
+    tmp_path: Path, implementation: str
+) -> None:
     # Over both of uvicorn's HTTP/1.1 implementations (httptools is the default where installed).
-    args = ("--model", "demo", "--db", str(tmp_path / "db.sqlite"), "--header-timeout", "2", "--http", http)
+    args = ("--model", "demo", "--db", str(tmp_path / "db.sqlite"), "--header-timeout", "2", "--http", implementation)
     async with think_serve(*args, env=serve_env(tmp_path)) as (_, base):
         host, port = base.removeprefix("http://").split(":")
         slow = [await asyncio.open_connection(host, int(port)) for _ in range(50)]
