@@ -388,9 +388,9 @@ async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dic
 def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
     with ServerProcess(__file__) as base:
         result = asyncio.run(_tool_cpu(base, turns, repeat, concurrency))
-    # Each think row against the floor on the same transport: httpx's own, or think's.
-    floors = {name: result["floor (think's transport)" if "own client" in name or "think's" in name else "floor"]
-              for name in result}
+    # Each row against the floor on the same transport: httpx's own, or think's.
+    on_think_transport = {"floor (think's transport)", "think (its own client)"}
+    floors = {name: result["floor (think's transport)" if name in on_think_transport else "floor"] for name in result}
     rows = [[name, got["cpu"] * 1e3, (got["cpu"] - floors[name]["cpu"]) * 1e3, got["rate"],
              f"{got['rate'] / floors[name]['rate']:.2f}", f"{got['rate'] / result['floor']['rate']:.2f}"]
             for name, got in result.items()]

@@ -125,10 +125,13 @@ class _Renewer:
                 while True:
                     while self._due and self._due[0][2].stopped:
                         heapq.heappop(self._due)
-                    if self._watching > 2 or (not self._due and not self._wake.wait(IDLE_EXIT) and not self._due):
-                        self.threads -= 1  # one watcher too many, or idle: the next add() starts one
+                    if self._watching > 2:  # one watcher too many (after renewals that hung)
+                        self.threads -= 1
                         return None
                     if not self._due:
+                        if not self._wake.wait(IDLE_EXIT) and not self._due:
+                            self.threads -= 1  # idle: the next add() starts one
+                            return None
                         continue
                     when, _, keeper = self._due[0]
                     wait = when - time.monotonic()

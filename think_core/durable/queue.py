@@ -390,14 +390,15 @@ class _QuietTimer:
     def __init__(self, queue: asyncio.Queue[Any]) -> None:
         self._queue = queue
         self._loop = asyncio.get_running_loop()
-        self._last = self._loop.time()
-        self._handle: asyncio.TimerHandle | None = self._loop.call_at(self._last + OWNER_CHECK, self._fire)
+        self._handle: asyncio.TimerHandle | None = None
+        self.rearm()
 
     def heard(self) -> None:
         self._last = self._loop.time()
 
     def rearm(self) -> None:
-        """After a look at the row: the next one comes OWNER_CHECK seconds from now."""
+        """(At the start, and after a look at the row.) The next look comes OWNER_CHECK seconds
+        from now, unless a chunk comes first."""
         self._last = self._loop.time()
         self._handle = self._loop.call_at(self._last + OWNER_CHECK, self._fire)
 

@@ -21,14 +21,12 @@ from typing import Any, Literal
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEADER_TIMEOUT", "HTTP_IMPLEMENTATIONS", "HeaderDeadline", "http_protocol", "with_header_timeout"]
+__all__ = ["HEADER_TIMEOUT", "HeaderDeadline", "http_protocol", "with_header_timeout"]
 
 #: Seconds a request's headers may take to arrive whole (``think serve --header-timeout``).
 HEADER_TIMEOUT = 10.0
 
 #: ``think serve --http``: ``auto`` is httptools when it is installed, else h11.
-HTTP_IMPLEMENTATIONS = ("auto", "httptools", "h11")
-
 Implementation = Literal["auto", "httptools", "h11"]
 
 
