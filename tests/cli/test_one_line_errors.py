@@ -45,6 +45,17 @@ def test_a_database_that_does_not_exist_is_one_line(tmp_path: Path, home: Path) 
         assert parts.password not in done.stderr
 
 
+def test_http_httptools_without_httptools_names_the_extra(tmp_path: Path, home: Path) -> None:
+    # httptools shadowed by a module that cannot be imported, as without the fast extra.
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "httptools.py").write_text("raise ImportError(\"No module named 'httptools'\", name='httptools')\n")
+    done = think(tmp_path, home, "serve", "--model", "demo", "--no-plugins", "--db", str(tmp_path / "db.sqlite"),
+                 "--port", "0", "--http", "httptools", PYTHONPATH=str(shadow))
+    assert done.returncode == 2
+    assert only_line(done.stderr) == "think serve: --http httptools needs httptools; pip install 'think-agent[fast]'"
+
+
 def test_a_postgresql_url_without_the_extra_names_the_extra(tmp_path: Path, home: Path) -> None:
     # psycopg shadowed by a module that cannot be imported, as without the postgres extra.
     shadow = tmp_path / "shadow"

@@ -158,5 +158,18 @@ async def test_slow_headers_are_dropped_after_the_header_timeout_while_a_websock
             assert (await http.get("/healthz")).status_code == 200
 
 
+def test_auto_serves_on_h11_where_httptools_cannot_be_imported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    from think_core.server.header_timeout import HeaderDeadline, http_protocol, with_header_timeout
+
+    monkeypatch.setitem(sys.modules, "httptools", None)  # an import of it raises ImportError
+    monkeypatch.delitem(sys.modules, "uvicorn.protocols.http.httptools_impl", raising=False)
+    assert http_protocol("auto") is H11Protocol
+    assert issubclass(with_header_timeout(3.0), HeaderDeadline) and issubclass(with_header_timeout(3.0), H11Protocol)
+    with pytest.raises(ImportError):
+        http_protocol("httptools")
+
+
 def test_root_is_the_repository() -> None:  # the helpers above start `think serve` from there
     assert (ROOT / "think_core").is_dir()

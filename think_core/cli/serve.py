@@ -130,11 +130,16 @@ async def run(args: argparse.Namespace) -> int:
         except ValueError as exc:  # e.g. an --allow-origin that is not an origin
             print(f"think serve: {exc}", file=sys.stderr)
             return 2
+        try:
+            protocol = with_header_timeout(args.header_timeout or HEADER_TIMEOUT, args.http)
+        except ImportError:
+            print(f"think serve: --http httptools needs httptools; pip install '{DISTRIBUTION}[fast]'", file=sys.stderr)
+            return 2
         config = uvicorn.Config(
             app, host=args.host, port=args.port, lifespan="on", log_level="info",
             log_config=uvicorn_log_config(), timeout_graceful_shutdown=5, **uvicorn_ws_options(args.ws_compression),
             ws_max_size=ws_frame_limit(max_body),
-            http=with_header_timeout(args.header_timeout or HEADER_TIMEOUT, args.http),
+            http=protocol,
         )
         # Bind first, so the announced URL has the real port (also for --port 0); announce it once
         # start-up (recovery included) is over and the socket accepts connections.

@@ -16,7 +16,6 @@ own CPU per event (``bench/live_serve.py``).
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from typing import Any, Literal
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -73,13 +72,17 @@ class HeaderDeadline:
 
 
 def http_protocol(implementation: Implementation = "auto") -> type[Any]:
-    """uvicorn's HTTP/1.1 protocol class for ``implementation`` (``auto``: httptools when
-    installed). Asking for httptools without it installed raises ``ImportError``."""
-    if implementation == "h11" or (implementation == "auto" and importlib.util.find_spec("httptools") is None):
-        return H11Protocol
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # needs httptools
-
-    return HttpToolsProtocol
+    """uvicorn's HTTP/1.1 protocol class for ``implementation`` (``auto``: httptools when it
+    imports, else h11). ``httptools`` without httptools installed raises ``ImportError``."""
+    if implementation != "h11":
+        try:
+            from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # needs httptools
+        except ImportError:
+            if implementation == "httptools":
+                raise
+        else:
+            return HttpToolsProtocol
+    return H11Protocol
 
 
 def with_header_timeout(seconds: float, implementation: Implementation = "auto") -> type[Any]:
