@@ -118,14 +118,18 @@ class Session:
     async def _open_once(self) -> None:
         session_id = self.id
 
-        def opening(store: Store) -> tuple[bool, Any]:
+        def opening(store: Store) -> tuple[bool, bool, Any]:
             # One round trip: the session's row, whether anything of it is unfinished (to
-            # recover), and the body its last turn ran with (a continuation's default).
-            store.ensure_session(session_id)
+            # recover), and the body its last turn ran with (a continuation's default). A
+            # session this made holds neither.
+            if store.ensure_session(session_id) is True:
+                return True, False, None
             unfinished = bool(store.list_submissions(session_id, status=UNFINISHED, limit=1))
-            return unfinished, store.get_state(session_id, "last_body")
+            return False, unfinished, store.get_state(session_id, "last_body")
 
-        unfinished, last_body = await self._db.atomic(opening, session_id=session_id)
+        created, unfinished, last_body = await self._db.atomic(opening, session_id=session_id)
+        if created:
+            self._db.model_history.made_empty(session_id)
         self._runner.note_last_body(last_body)
         await self._hooks.configure_session(self)
         await self._submissions.recover(unfinished)

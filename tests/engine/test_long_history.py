@@ -61,8 +61,45 @@ async def test_a_turn_reads_only_the_messages_written_since_the_last_turn(db: st
         await session.chat("first")
         await session.chat("second")
         await session.chat("third")
-        assert seen == [(True, 51, 0), (False, 2, 0), (False, 2, 0)]  # the answer before, the question
+        # The session was made by this process, empty: even the first turn reads by revision
+        # (the 51 messages written since), then the answer before and the question.
+        assert seen == [(False, 51, 0), (False, 2, 0), (False, 2, 0)]
         sent_as_stored(model, db)
+
+
+def spy_on_opening_reads(db: AsyncStore) -> list[str]:
+    """Record the opening's reads of what a session may hold (its submissions, its state)."""
+    reads: list[str] = []
+
+    def spied(name: str, read: Any) -> Any:
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            reads.append(name)
+            return read(*args, **kwargs)
+        return spy
+
+    for name in ("list_submissions", "get_state"):
+        setattr(db.sync, name, spied(name, getattr(db.sync, name)))
+    return reads
+
+
+async def test_a_session_this_process_made_reads_by_revision_from_its_first_turn(db: str) -> None:
+    model = ScriptedModel(["made here", "made elsewhere"])
+    other = open_store(db)  # another process, which made a session first
+    try:
+        other.append_messages("elsewhere", [msg("old", "written before this process")])
+        async with Think(model, store=db, load_entrypoints=False) as agent:
+            reads = spy_on_opening_reads(agent.db)
+            seen = spy_on_changes(agent.db)
+            await agent.session(S).chat("first")
+            # Made by the opening: nothing to recover or continue, and the history read since
+            # revision 0 (the question alone), not whole with its compactions.
+            assert (reads, seen) == ([], [(False, 1, 0)])
+            await agent.session("elsewhere").chat("second")
+            assert reads == ["list_submissions", "get_state"]
+            assert seen[1:] == [(True, 2, 0)]
+            assert model.requests[-1].messages == to_model_messages(other.history("elsewhere")[:-1])
+    finally:
+        other.close()
 
 
 async def test_what_another_store_writes_between_turns_is_in_the_next_request(db: str) -> None:

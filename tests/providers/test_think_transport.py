@@ -17,7 +17,8 @@ import pytest
 from tests.loopback import LoopbackServer, Reply
 from tests.support.net import closed_port
 from tests.support.wire import ask, collect, oa_text, openai_model, text_of
-from think_core.models._http import shared_ssl_context
+from think_core.models._http import finish_reading, shared_ssl_context
+from think_core.models.openai import OpenAIChatModel
 
 pytest.importorskip("httptools")
 from think_core.models._h1_transport import ThinkTransport  # noqa: E402
@@ -76,6 +77,38 @@ async def test_a_gzipped_event_stream_reaches_the_provider_decoded(loopback: Loo
     loopback.enqueue(Reply(headers={"content-type": "text/event-stream", "content-encoding": "gzip"},
                            body=[packed[:30], packed[30:]]))
     assert text_of(await collect(openai_model(loopback), ask())) == "squeezed stream"
+
+
+@pytest.mark.parametrize("end", ["with the marker", "a while after it"])
+async def test_a_stream_read_to_its_end_marker_leaves_its_connection_to_the_next_step(
+    loopback: LoopbackServer, end: str,
+) -> None:
+    # The marker's read holds the end of the body (one write, content-length), or the chunked
+    # terminator comes 0.3 s after it: then it is waited for, and the connection is reused too.
+    def reply(text: str) -> Reply:
+        stream = oa_text(text)
+        if end == "with the marker":
+            return Reply(headers={"content-type": "text/event-stream"}, body=stream.encode())
+        return Reply.sse(stream, chunks=[stream.encode(), b""], chunk_delay=0.3)
+
+    loopback.enqueue(reply("first"), reply("second"))
+    async with client() as http:
+        model = OpenAIChatModel("gpt-4o", base_url=loopback.url + "/v1", api_key="sk-test", client=http)
+        assert [text_of(await collect(model, ask())) for _ in range(2)] == ["first", "second"]
+    assert loopback.connections == 1
+
+
+async def test_a_response_whose_end_has_arrived_is_not_drained() -> None:
+    class Arrived(httpx.AsyncByteStream):
+        complete = True
+
+    async def unread() -> AsyncIterator[bytes]:
+        raise AssertionError("drained a response that had ended")
+        yield b""  # pragma: no cover
+
+    events = unread()
+    await finish_reading(events, httpx.Response(200, stream=Arrived()))
+    await events.aclose()
 
 
 async def test_a_response_closed_early_drops_its_connection(loopback: LoopbackServer) -> None:

@@ -98,10 +98,10 @@ def test_close_is_idempotent_and_use_after_close_fails(db: Path) -> None:
 
 def test_sessions(store: SQLiteStore) -> None:
     assert store.list_sessions() == []
-    store.ensure_session("b")
-    store.ensure_session("a")
-    store.ensure_session("b")
+    made = [store.ensure_session(session) for session in ("b", "a", "b")]
+    assert made == [True, True, False]  # True: this call made it
     store.append_messages("c", [msg("m")])  # writes create the session implicitly
+    assert store.ensure_session("c") is False
     assert store.list_sessions() == ["b", "a", "c"]
 
 

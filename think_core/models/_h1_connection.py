@@ -237,6 +237,11 @@ class H1Connection(asyncio.Protocol):
                     self._wait_started = -1.0
 
     @property
+    def complete(self) -> bool:
+        """The current response's end has been parsed."""
+        return self._complete
+
+    @property
     def reusable(self) -> bool:
         """Whole response read, and both sides keep the connection open."""
         return (self._complete and not self._until_eof and not self.closed and not self._request_close

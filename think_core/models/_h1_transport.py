@@ -58,6 +58,11 @@ class _ResponseBody(httpx.AsyncByteStream):
         httpx's ``aiter_raw`` (two generator layers per read; see ``models._http.body_reads``)."""
         return self._connection.body()
 
+    @property
+    def complete(self) -> bool:
+        """Whether the whole response has arrived (whatever of it is still unread)."""
+        return self._connection.complete
+
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True

@@ -229,13 +229,17 @@ def invalid_event(provider: str, data: str) -> ProviderError:
     )
 
 
-async def finish_reading(events: AsyncIterator[Any], seconds: float = 1.0) -> None:
-    """Read what is left of a response after its end marker (``[DONE]``, ``message_stop``).
+async def finish_reading(events: AsyncIterator[Any], response: httpx.Response, seconds: float = 1.0) -> None:
+    """Read what is left of ``response`` after its end marker (``[DONE]``, ``message_stop``).
 
     A response closed with bytes unread cannot go back to the connection pool: draining the
     chunked terminator lets the next step reuse the connection. Bounded, because a server may
-    keep a stream open after its end marker; then the connection is simply not reused.
+    keep a stream open after its end marker; then the connection is simply not reused. Over
+    think's own transport a response whose end has arrived (nearly always with the marker, in
+    the same read) goes back as it is: no drain, no timer.
     """
+    if getattr(response.stream, "complete", False) is True:
+        return
     try:
         async with asyncio.timeout(seconds):
             async for _ in events:

@@ -252,7 +252,7 @@ class StreamingHTTPModel:
                         # had arrived one by one: the failure comes after that output.
                         raise failure
                     if mapper.done:
-                        await finish_reading(reads)
+                        await finish_reading(reads, response)
                         break
                 else:
                     tail_events, failure = _map_batch(decoder.flush(), mapper, provider)

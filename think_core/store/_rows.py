@@ -148,11 +148,13 @@ class RowsBase:
         takes that session's lock now, once per transaction."""
 
     @staticmethod
-    def _ensure(conn: Any, session_id: str) -> None:
-        conn.execute(
+    def _ensure(conn: Any, session_id: str) -> bool:
+        """The session's row, made if missing; ``True`` when this made it."""
+        made: int = conn.execute(
             "INSERT INTO sessions (session_id, created_at) VALUES (?, ?) ON CONFLICT (session_id) DO NOTHING",
             (session_id, time.time()),
-        )
+        ).rowcount
+        return made == 1
 
     @staticmethod
     def _next_revision(conn: Any, session_id: str, *, reset: bool = False) -> int:

@@ -28,9 +28,9 @@ class SessionSummary(NamedTuple):
 class SessionRows(RowsBase):
     """A session's messages, compactions and state, on the backend's connection."""
 
-    def ensure_session(self, session_id: str) -> None:
+    def ensure_session(self, session_id: str) -> bool:
         with self._write(session_id) as conn:
-            self._ensure(conn, session_id)
+            return self._ensure(conn, session_id)
 
     # ------------------------------------------------------------------ sessions
 
@@ -233,20 +233,27 @@ class SessionRows(RowsBase):
         revision they were written at, or the whole history when ``since`` is ``None`` or a
         delete, a clear or a compaction came after it."""
         with self._read() as conn:
-            row = conn.execute(
-                "SELECT history_rev, history_reset FROM sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            revision, reset = (int(row[0]), int(row[1])) if row is not None else (0, 0)
-            if since is not None and reset <= since.revision <= revision:
+            if since is None:
+                row = conn.execute(
+                    "SELECT history_rev, history_reset FROM sessions WHERE session_id = ?", (session_id,)
+                ).fetchone()
+                revision = int(row[0]) if row is not None else 0
+            else:
+                # The session's revisions and the rows written since, in one statement (one
+                # round trip on a server database): the common case, a turn's new messages.
                 rows = conn.execute(
-                    "SELECT seq, message_id, role, parts, metadata FROM messages "
-                    "WHERE session_id = ? AND rev > ? ORDER BY seq",
-                    (session_id, since.revision),
+                    "SELECT s.history_rev, s.history_reset, m.seq, m.message_id, m.role, m.parts, m.metadata "
+                    "FROM sessions s LEFT JOIN messages m ON m.session_id = s.session_id AND m.rev > ? "
+                    "WHERE s.session_id = ? ORDER BY m.seq",
+                    (since.revision, session_id),
                 ).fetchall()
-                appended = [self._message(r) for r in rows if r["seq"] > since.last_seq]
-                updated = [self._message(r) for r in rows if r["seq"] <= since.last_seq]
-                last_seq = max([since.last_seq, *(r["seq"] for r in rows)])
-                return HistoryChanges(HistoryMark(revision, last_seq), False, appended, updated)
+                revision, reset = (int(rows[0][0]), int(rows[0][1])) if rows else (0, 0)
+                if reset <= since.revision <= revision:
+                    rows = [r for r in rows if r["seq"] is not None]  # (a session with none: one row of NULLs)
+                    appended = [self._message(r) for r in rows if r["seq"] > since.last_seq]
+                    updated = [self._message(r) for r in rows if r["seq"] <= since.last_seq]
+                    last_seq = max([since.last_seq, *(r["seq"] for r in rows)])
+                    return HistoryChanges(HistoryMark(revision, last_seq), False, appended, updated)
             rows = conn.execute(
                 "SELECT seq, message_id, role, parts, metadata FROM messages WHERE session_id = ? ORDER BY seq",
                 (session_id,),

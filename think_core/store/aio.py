@@ -99,7 +99,7 @@ class AsyncStore:
         return await self._on_store_thread(functools.partial(method, *args, **kwargs))
 
     # -- the Store protocol, awaited (one method each, so every call is type-checked) ----------
-    async def ensure_session(self, session_id: str) -> None:
+    async def ensure_session(self, session_id: str) -> bool:
         return await self._call(self.sync.ensure_session, session_id)
 
     async def list_messages(self, session_id: str) -> list[UIMessage]:

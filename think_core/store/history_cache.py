@@ -104,6 +104,17 @@ class HistoryCache:
         history was written since (:meth:`invalidate`) or the cache moved on."""
         self._prefetched[session_id] = (since, changes)
 
+    def made_empty(self, session_id: str) -> None:
+        """``session_id`` was just made, its history empty at revision 0: its first turn reads
+        only what was written since (its input) instead of the whole history and its
+        compactions. Whatever was cached under its id was of a session deleted since. (A write
+        after this one raised the revision, and is read from there.)"""
+        dropped = self._sessions.pop(session_id, None)
+        if dropped is not None:
+            self._total -= len(dropped.ids)
+        self._sessions[session_id] = _SessionHistory(HistoryMark(0, 0))
+        self._evict()
+
     def invalidate(self, session_id: str | None) -> None:
         """A write to the history of ``session_id`` (``None``: of any session): what was read
         ahead of it is stale."""
