@@ -239,6 +239,11 @@ class HookDispatcher:
             _discard(result)
             raise HookTimeout(impl.plugin_name, hook, impl.limit)
 
+    def implements(self, hook: str) -> bool:
+        """Whether any plugin implements ``hook``. The turn builds a hook's context only then:
+        a context nobody reads still costs a validated model and a copy of the history."""
+        return bool(self._impls(hook))
+
     # -- the hooks ---------------------------------------------------------------------------
 
     async def configure_session(self, session: SessionView) -> None:

@@ -210,6 +210,8 @@ class TurnRunner:
         if handle.answer_refused:
             logger.warning("turn %s lost its submission to another owner; its answer was dropped", request_id)
             return TurnResult(message=built, **fields)
+        if not self.hooks.implements("on_chat_response"):
+            return TurnResult(message=persisted or built, **fields)
         try:
             await self.hooks.on_chat_response(
                 ChatResponseResult(session=self.session, body=handle.body, message=persisted, **fields)

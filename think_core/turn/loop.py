@@ -204,6 +204,9 @@ class Turn(RetriedSteps):
     # -- the rungs of run() ------------------------------------------------------------------
     async def _before_turn(self) -> TurnConfig:
         self._tools = self.base_tools()
+        hooks = self.hooks
+        if not (hooks.implements("before_turn") or hooks.implements("transform_stream")):
+            return layered(self.call_config, None)
         ctx = TurnContext(
             session=self.session,
             request_id=self.request_id,
@@ -257,18 +260,8 @@ class Turn(RetriedSteps):
         """``before_step``, then the model request of this step with its ``StepConfig`` applied
         (``retry``: again, after the step's previous attempt failed before any output)."""
         messages = self.base_messages + self.step_messages
-        step_ctx = StepContext(
-            session=self.session,
-            request_id=self.request_id,
-            step_number=step_number,
-            steps=list(self.steps),
-            model=plan.model,
-            messages=messages,
-            body=self.body,
-            retry=retry,
-        )
         try:
-            step_config = await self.hooks.before_step(step_ctx) or StepConfig()
+            step_config = await self._before_step(step_number, plan, messages, retry) or StepConfig()
             model = self.deps.resolve_model(step_config.model) if step_config.model is not None else plan.model
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
@@ -285,6 +278,22 @@ class Turn(RetriedSteps):
             settings=step_settings(plan.settings, step_config.provider_options),
         )
         return model, request, tools
+
+    async def _before_step(
+        self, step_number: int, plan: TurnPlan, messages: list[ModelMessage], retry: StepRetry | None
+    ) -> StepConfig | None:
+        if not self.hooks.implements("before_step"):
+            return None
+        return await self.hooks.before_step(StepContext(
+            session=self.session,
+            request_id=self.request_id,
+            step_number=step_number,
+            steps=list(self.steps),
+            model=plan.model,
+            messages=messages,
+            body=self.body,
+            retry=retry,
+        ))
 
     async def _run_approvals(
         self, step_number: int, tools: dict[str, AnyTool], messages: list[ModelMessage]

@@ -131,19 +131,7 @@ class ToolCallRunner:
         if tool.is_client:
             return ToolOutcome(call, pending=True)
 
-        ctx = ToolCallContext(
-            session=self.session,
-            request_id=self.request_id,
-            body=self.body,
-            step_number=step_number,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            input=validated,
-            tool=tool,
-            messages=messages,
-            usage=self.turn_usage,
-        )
-        decided = await self._decide(ctx, step_number, call, tool, messages, started)
+        decided = await self._decide(step_number, call, tool, validated, messages, started)
         if isinstance(decided, ToolOutcome):
             return decided
         verdict, decided_by = decided
@@ -190,7 +178,8 @@ class ToolCallRunner:
         decided_by: str | None,
     ) -> ToolOutcome:
         """Run an allowed call (journaled as started) and finish it with its output or error."""
-        context = self._tool_context(step_number, call)
+        # Only a tool that takes the call's context gets one (and only it can add usage to it).
+        context = self._tool_context(step_number, call) if tool.context_parameter is not None else None
         try:
             output = await self._execute(step_number, tool, call, self._with_context(tool, run_input, context))
         except asyncio.CancelledError:
@@ -203,7 +192,8 @@ class ToolCallRunner:
             outcome = await self._finish(
                 step_number, call, tool, messages, started, "allow", output=output, decided_by=decided_by
             )
-        outcome.usage = context.usage
+        if context is not None:
+            outcome.usage = context.usage
         return outcome
 
     def _tool_context(self, step_number: int, call: ToolCallRequest) -> ToolContext:
@@ -219,22 +209,36 @@ class ToolCallRunner:
         )
 
     @staticmethod
-    def _with_context(tool: AnyTool, run_input: dict[str, Any], context: ToolContext) -> dict[str, Any]:
-        if tool.context_parameter is None:
+    def _with_context(tool: AnyTool, run_input: dict[str, Any], context: ToolContext | None) -> dict[str, Any]:
+        if tool.context_parameter is None or context is None:
             return run_input
         return {**run_input, tool.context_parameter: context}
 
     async def _decide(
         self,
-        ctx: ToolCallContext,
         step_number: int,
         call: ToolCallRequest,
         tool: AnyTool,
+        validated: dict[str, Any],
         messages: list[ModelMessage],
         started: float,
     ) -> tuple[ToolCallDecision | None, str | None] | ToolOutcome:
         """``before_tool_call``'s verdict and who gave it; or the outcome of a call the hook
         failed for (a guard that timed out blocks it: fail closed; any other failure fails it)."""
+        if not self.hooks.implements("before_tool_call"):
+            return None, None
+        ctx = ToolCallContext(
+            session=self.session,
+            request_id=self.request_id,
+            body=self.body,
+            step_number=step_number,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            input=validated,
+            tool=tool,
+            messages=messages,
+            usage=self.turn_usage,
+        )
         try:
             return await self.hooks.decide_tool_call(ctx)
         except HookTimeout as exc:
@@ -348,13 +352,14 @@ class ToolCallRunner:
         else:
             self.builder.tool_error(call.id, error)
         await self.journal.tool_finished(call.id, output, error)
-        await self.hooks.after_tool_call(
-            self._result_context(
-                step_number, call, tool, messages,
-                success=error is None, output=output, error=error, duration_ms=duration_ms,
-                decision=decision, interrupted=interrupted, decided_by=decided_by,
+        if self.hooks.implements("after_tool_call"):
+            await self.hooks.after_tool_call(
+                self._result_context(
+                    step_number, call, tool, messages,
+                    success=error is None, output=output, error=error, duration_ms=duration_ms,
+                    decision=decision, interrupted=interrupted, decided_by=decided_by,
+                )
             )
-        )
         if self.hooks.chunk_observers:
             self.hooks.emit_chunk(
                 ChunkContext(
