@@ -227,18 +227,7 @@ class ToolCallRunner:
         failed for (a guard that timed out blocks it: fail closed; any other failure fails it)."""
         if not self.hooks.implements("before_tool_call"):
             return None, None
-        ctx = ToolCallContext(
-            session=self.session,
-            request_id=self.request_id,
-            body=self.body,
-            step_number=step_number,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            input=validated,
-            tool=tool,
-            messages=messages,
-            usage=self.turn_usage,
-        )
+        ctx = ToolCallContext(**self._call_fields(step_number, call, tool, messages), input=validated, usage=self.turn_usage)
         try:
             return await self.hooks.decide_tool_call(ctx)
         except HookTimeout as exc:
@@ -393,19 +382,15 @@ class ToolCallRunner:
             self.builder.note_rewrite(call.id, changed_by)
         return output, None
 
+    def _call_fields(
+        self, step_number: int, call: ToolCallRequest, tool: AnyTool | None, messages: list[ModelMessage]
+    ) -> dict[str, Any]:
+        """What the call's hook contexts (before and after it ran) say of it alike."""
+        return dict(session=self.session, request_id=self.request_id, body=self.body, step_number=step_number,
+                    tool_call_id=call.id, tool_name=call.name, tool=tool, messages=messages)
+
     def _result_context(
         self, step_number: int, call: ToolCallRequest, tool: AnyTool | None, messages: list[ModelMessage],
         **outcome: Any,
     ) -> ToolCallResultContext:
-        return ToolCallResultContext(
-            session=self.session,
-            request_id=self.request_id,
-            body=self.body,
-            step_number=step_number,
-            tool_call_id=call.id,
-            tool_name=call.name,
-            input=call.input,
-            tool=tool,
-            messages=messages,
-            **outcome,
-        )
+        return ToolCallResultContext(**self._call_fields(step_number, call, tool, messages), input=call.input, **outcome)
