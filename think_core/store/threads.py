@@ -4,7 +4,8 @@
 wake of the event loop (a write to its self-pipe) per call. Under a burst — hundreds of chats
 opening at once, each a few store calls — those wakes are most of a call's cost. Here a call's
 result goes straight to its asyncio future, and the results finished while the loop was busy are
-handed over together: one wake per loop iteration, however many calls ended in it.
+handed over together (:class:`~think_core.threads.Handover`): one wake per loop iteration,
+however many calls ended in it.
 
 A store on one connection can also take the calls queued behind each other as one group
 (:class:`CallGroups`): one transaction around them, each call still undone alone when it raises,
@@ -23,14 +24,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from ..threads import Done, Handover
+
 __all__ = ["CallGroups", "GroupBroken", "StoreThreads"]
 
 T = TypeVar("T")
 
 _STOP = None
 
-# A finished call: its future and what it returned (True) or raised (False).
-_Done = tuple["asyncio.Future[Any]", bool, Any]
 _Call = tuple[Callable[[], Any], "asyncio.Future[Any]", asyncio.AbstractEventLoop]
 
 
@@ -76,10 +77,7 @@ class StoreThreads:
         self._calls: queue.SimpleQueue[_Call | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._start_lock = threading.Lock()
-        # Results waiting for their loop, per loop; a loop with a list here has a hand-over
-        # scheduled that has not run yet.
-        self._finished: dict[asyncio.AbstractEventLoop, list[_Done]] = {}
-        self._finished_lock = threading.Lock()
+        self._handover = Handover()
 
     async def run(self, call: Callable[[], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -130,10 +128,10 @@ class StoreThreads:
                 continue
             call, future, loop = item
             try:
-                done: _Done = (future, True, call())
+                done: Done = (future, True, call())
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
                 done = (future, False, exc)
-            self._hand_over(loop, done)
+            self._handover.give(loop, done)
             del item, call, future, done
 
     def _take_group(self, first: _Call) -> tuple[list[_Call], bool]:
@@ -171,32 +169,8 @@ class StoreThreads:
             outcomes = [(False, failed) if ok else (ok, value) for ok, value in outcomes]
             outcomes.extend([(False, failed)] * (len(group) - len(outcomes)))
         for (_call, future, loop), (ok, value) in zip(group, outcomes, strict=True):
-            self._hand_over(loop, (future, ok, value))
+            self._handover.give(loop, (future, ok, value))
         del outcomes, broken
-
-    def _hand_over(self, loop: asyncio.AbstractEventLoop, done: _Done) -> None:
-        with self._finished_lock:
-            waiting = self._finished.get(loop)
-            if waiting is not None:  # a hand-over to this loop is already on its way
-                waiting.append(done)
-                return
-            self._finished[loop] = [done]
-        try:
-            loop.call_soon_threadsafe(self._resolve, loop)
-        except RuntimeError:  # the loop was closed: nobody awaits these any more
-            with self._finished_lock:
-                self._finished.pop(loop, None)
-
-    def _resolve(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._finished_lock:
-            finished = self._finished.pop(loop, [])
-        for future, ok, value in finished:
-            if future.cancelled():  # the caller gave up; the call ran all the same
-                continue
-            if ok:
-                future.set_result(value)
-            else:  # (a future cannot hold StopIteration)
-                future.set_exception(RuntimeError(value) if isinstance(value, StopIteration) else value)
 
 
 _RUNNING: weakref.WeakSet[StoreThreads] = weakref.WeakSet()

@@ -319,7 +319,8 @@ class Turn(RetriedSteps):
     async def _record_step(self, step: StepResult, outcomes: list[ToolOutcome]) -> None:
         """Add the finished step to the turn's record and the next step's messages, journal it,
         then ``on_step_finish``."""
-        step.tool_results = [
+        # In place: results built here need no assignment validation (a plugin's assignment gets it).
+        step.tool_results[:] = [
             StepToolResult(tool_call_id=o.call.id, tool_name=o.call.name, output=o.output, error=o.error)
             for o in outcomes
             if not o.pending

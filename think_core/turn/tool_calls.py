@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import HookTimeout, PluginError
 from ..events import ToolResult, Usage
 from ..models.base import ModelMessage, ToolCallRequest
+from ..threads import blocking_threads
 from ..tools import AnyTool, ToolContext, ToolInputError
 from ..types import (
     ChunkContext,
@@ -285,8 +286,10 @@ class ToolCallRunner:
             result = await function(**run_input)
         else:
             # A plain function may block (file or network I/O): run it in a worker thread so the
-            # other sessions' turns keep streaming. The context (and so the nested-turn guard) is copied.
-            result = await asyncio.to_thread(function, **run_input)
+            # other sessions' turns keep streaming. The context (and so the nested-turn guard) is
+            # copied. think's own threads, not the loop's executor: a result goes straight to its
+            # future, and the step's parallel calls that end together wake the loop once.
+            result = await blocking_threads().run(function, **run_input)
             if inspect.isawaitable(result):
                 result = await result
         if isinstance(result, AsyncIterable):  # returned, not written as a generator: the same contract
