@@ -17,15 +17,12 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-from .chat.answers import ToolAnswers
 from .chat.attachments import AttachmentLimits, checked_messages
 from .chat.callbacks import ChatCallbacks, check_sync_callback, run_with_callbacks
-from .chat.guard import ClientGuard
-from .chat.stop import StopButton
-from .chat.submissions import ChatSubmissions
+from .chat.parts import EntryParts
 from .chat.transcript import TranscriptIntake, replace_history
 from .durable.intake import UNFINISHED
-from .durable.queue import SubmissionQueue, SubmitResult
+from .durable.queue import SubmitResult
 from .events import Usage
 from .messages import MessageInput, new_id, served
 from .runner.failures import TurnMemory, TurnRecovery
@@ -80,14 +77,10 @@ class Session:
         #: The session's resumable streams: what a client joining late replays and follows.
         self.streams = SessionStreams(session_id, self._db)
         self._runner = TurnRunner(self, self._recovery, open=self.open, send_reasoning=send_reasoning)
-        self._submissions = SubmissionQueue(
-            session_id, self._db, lease=submission_lease, run_turn=self._runner.run, cancel=self._runner.cancel
-        )
-        self._chats = ChatSubmissions(session_id, self._db, self._submissions, ClientGuard(self.streams, deps.tools, attachments))
         self._attachments = attachments
         self._background: set[asyncio.Task[Any]] = set()
-        self._answers = ToolAnswers(session_id, self._db, self._runner, self._spawn)
-        self._stop = StopButton(session_id, self._db, self.streams, self._runner, self._submissions)
+        self._parts = EntryParts(session_id, self._db, self._runner, self.streams, tools=deps.tools,
+                                 attachments=attachments, lease=submission_lease, spawn=self._spawn)
 
     @property
     def compaction_events(self) -> list[CompactionResult]:
@@ -132,7 +125,8 @@ class Session:
             self._db.model_history.made_empty(session_id)
         self._runner.note_last_body(last_body)
         await self._hooks.configure_session(self)
-        await self._submissions.recover(unfinished)
+        if unfinished:
+            await self._parts.submissions.recover(unfinished)
         if self._on_open is not None:
             self._on_open(self)
 
@@ -143,11 +137,11 @@ class Session:
 
     def resume_submissions(self) -> None:
         """Start draining the session's unfinished submissions (a no-op while a drain runs)."""
-        self._submissions.kick()
+        self._parts.submissions.kick()
 
     async def submissions_drained(self) -> None:
         """Wait until the session's drain (if one runs) has nothing left to do."""
-        await self._submissions.drained()
+        await self._parts.submissions.drained()
 
     # -- history ------------------------------------------------------------------------------------
     async def messages(self) -> list[UIMessage]:
@@ -285,7 +279,7 @@ class Session:
         turn (trigger ``submit``), FIFO. The same ``idempotency_key`` (or ``submission_id``)
         returns the existing submission with ``accepted=False``. Allowed inside a turn."""
         await self.open()
-        return await self._submissions.submit(
+        return await self._parts.submissions.submit(
             checked_messages(messages, self._attachments), submission_id=submission_id, idempotency_key=idempotency_key, metadata=metadata
         )
 
@@ -296,12 +290,12 @@ class Session:
         return await self._db.list_submissions(self.id, status=status, limit=limit)
 
     async def cancel_submission(self, submission_id: str) -> bool:
-        return await self._submissions.cancel(submission_id)
+        return await self._parts.submissions.cancel(submission_id)
 
     async def wait_for_submission(self, submission_id: str, *, timeout: float | None = None) -> Submission:
         """Wait until the submission is ``completed``, ``error``, ``aborted`` or ``skipped``."""
         await self.open()
-        return await self._submissions.wait(submission_id, timeout)
+        return await self._parts.submissions.wait(submission_id, timeout)
 
     # -- client tools and approvals -------------------------------------------------------------
     async def add_tool_result(
@@ -321,7 +315,7 @@ class Session:
         check_sync_callback(on_event)
         await self.open()
         settle = result_update(tool_call_id, output, error)
-        return await self._answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
+        return await self._parts.answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     async def approve_tool_call(
         self,
@@ -341,7 +335,7 @@ class Session:
         check_sync_callback(on_event)
         await self.open()
         settle = approval_update(tool_call_id, approved, reason)
-        return await self._answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
+        return await self._parts.answers.settle(tool_call_id, settle, auto_continue, on_event, request_id, body)
 
     def _spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, outside any turn's context, tracked for ``aclose``."""
@@ -354,14 +348,15 @@ class Session:
         conversation that was cleared."""
         self._assert_not_nested("clear")
         # Skip first, so the drain cannot claim a pending one as the running one is cancelled.
-        await self._submissions.skip_pending("skipped: the conversation was cleared")
+        await self._parts.submissions.skip_pending("skipped: the conversation was cleared")
         self.cancel_all()
         async with self._runner.lock:
             await self._db.clear_messages(self.id)
 
     async def aclose(self) -> None:
         """Stop this session's background work (pending submissions stay in the store)."""
-        await self._submissions.aclose()
+        if self._parts.made_submissions:
+            await self._parts.submissions.aclose()
         for task in list(self._background):
             task.cancel()
         if self._background:
@@ -382,7 +377,7 @@ class Session:
         cancelled and its partial answer stored, marked ``metadata["stopped"]``. With no turn
         streaming yet, the first chat still waiting for its turn is stopped instead. Chats
         queued behind it still run. Returns the ids of the turns (submissions) stopped."""
-        return await self._stop.press()
+        return await self._parts.stop.press()
 
     def cancel(self, request_id: str) -> bool:
         """Abort a running or queued turn: its partial message is persisted, status ``aborted``."""
@@ -429,7 +424,7 @@ class Session:
         self._assert_not_nested(trigger)
         await self.open()
         sid = request_id or new_id("req")
-        source = await self._chats.source(transcript, body, trigger, sid)
+        source = await self._parts.chats.source(transcript, body, trigger, sid)
         if source is None:
             request = TurnRequest(
                 trigger, None, body=body, request_id=request_id, resumable=True, intake=TranscriptIntake(transcript)
