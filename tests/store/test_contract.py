@@ -16,6 +16,16 @@ from think_core.types import UIMessage
 S = "session-1"
 
 
+def test_ensure_session_says_whether_it_made_the_session(store_factory: StoreFactory) -> None:
+    # The opening of a session trusts True to mean "holds nothing yet" (no messages, submissions
+    # or state): a session another instance made, or one a write made, is not made again.
+    with store_factory() as first, store_factory() as second:
+        assert first.ensure_session(S) is True
+        assert (first.ensure_session(S), second.ensure_session(S)) == (False, False)
+        second.append_messages("written", [msg("a")])
+        assert first.ensure_session("written") is False
+
+
 def test_delete_and_clear_messages(store: Store) -> None:
     store.append_messages(S, [msg("a"), msg("b"), msg("c")])
     store.append_messages("other", [msg("a")])
