@@ -14,6 +14,7 @@ The store's own threads (``store/threads.py``) hand results over the same way.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextvars
 import functools
 import os
@@ -87,11 +88,20 @@ class BlockingThreads:
         self._idle = threading.Semaphore(0)  # one count per thread waiting for a call
         self._started = 0
         self._start_lock = threading.Lock()
+        self._running = 0
+        self._ended = threading.Condition()
+
+    def wait_for_running_calls(self) -> None:
+        """Block until no call runs (those queued behind them included)."""
+        with self._ended:
+            self._ended.wait_for(lambda: self._running == 0)
 
     async def run(self, function: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         call = functools.partial(contextvars.copy_context().run, function, *args, **kwargs)
+        with self._ended:
+            self._running += 1
         self._calls.put((call, future, loop))
         if not self._idle.acquire(blocking=False):
             self._start()
@@ -103,8 +113,8 @@ class BlockingThreads:
                 return  # the call waits for the first thread to come free
             self._started += 1
             number = self._started
-        # A daemon thread, as the default executor's: one blocked in a call must not hold the
-        # interpreter open at exit.
+        # A daemon thread: an idle one must not hold the interpreter open at exit (a call still
+        # running then is waited for: see _let_running_calls_end).
         threading.Thread(target=self._work, name=f"{self._name}_{number}", daemon=True).start()
 
     def _work(self) -> None:
@@ -117,6 +127,10 @@ class BlockingThreads:
                 done = (future, False, exc)
             give(loop, done)
             del call, future, done  # nothing of a call outlives it on this thread
+            with self._ended:
+                self._running -= 1
+                if not self._running:
+                    self._ended.notify_all()
             self._idle.release()
 
 
@@ -132,6 +146,15 @@ def blocking_threads() -> BlockingThreads:
             if _POOL is None:
                 _POOL = BlockingThreads()
     return _POOL
+
+
+@atexit.register
+def _let_running_calls_end() -> None:
+    """The threads are daemons (an idle one must not hold the interpreter open), so a call still
+    running when the program ends — a tool whose turn was cancelled — would be cut mid-way. It
+    is waited for instead, as ``asyncio.run`` waits for the default executor's calls."""
+    if _POOL is not None:
+        _POOL.wait_for_running_calls()
 
 
 def _forget_in_child() -> None:

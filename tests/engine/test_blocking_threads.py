@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +83,29 @@ async def test_a_cancelled_callers_call_still_ends_and_the_pool_goes_on() -> Non
     release.set()
     assert await pool.run(str.upper, "next") == "NEXT"  # the one thread came free
     assert ended.is_set()
+
+
+def test_a_call_still_running_when_the_program_ends_is_not_cut_short(tmp_path: Path) -> None:
+    # A tool whose turn was cancelled runs on; the program's end waits for it, as asyncio.run
+    # waited for the default executor's calls.
+    done = tmp_path / "done"
+    program = f"""
+import asyncio, pathlib, time
+from think_core.threads import blocking_threads
+
+def slow_side_effect():
+    time.sleep(0.5)
+    pathlib.Path({str(done)!r}).write_text("written")
+
+async def main():
+    call = asyncio.ensure_future(blocking_threads().run(slow_side_effect))
+    await asyncio.sleep(0.05)
+    call.cancel()
+
+asyncio.run(main())
+"""
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+    assert done.read_text() == "written"
 
 
 def test_one_pool_serves_one_loop_after_another() -> None:
