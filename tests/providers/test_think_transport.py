@@ -9,7 +9,7 @@ import contextlib
 import gzip
 import socket
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 
 import httpx
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from tests.loopback import LoopbackServer, Reply
 from tests.support.net import closed_port
 from tests.support.wire import ask, collect, oa_text, openai_model, text_of
-from think_core.models._http import finish_reading, shared_ssl_context
+from think_core.models._http import body_reads, finish_reading, shared_ssl_context
 from think_core.models.openai import OpenAIChatModel
 
 pytest.importorskip("httptools")
@@ -98,17 +98,23 @@ async def test_a_stream_read_to_its_end_marker_leaves_its_connection_to_the_next
     assert loopback.connections == 1
 
 
-async def test_a_response_whose_end_has_arrived_is_not_drained() -> None:
-    class Arrived(httpx.AsyncByteStream):
-        complete = True
+async def test_a_response_whose_end_has_arrived_is_not_drained(loopback: LoopbackServer) -> None:
+    # Through httpx's own wrapping of the transport's body, as a provider reads it: the body (one
+    # write, content-length) ends with its first read, and nothing is read after it.
+    loopback.enqueue(Reply(headers={"content-type": "text/event-stream"}, body=b"data: [DONE]\n\n"))
 
-    async def unread() -> AsyncIterator[bytes]:
+    async def unread() -> AsyncGenerator[bytes, None]:
         raise AssertionError("drained a response that had ended")
         yield b""  # pragma: no cover
 
-    events = unread()
-    await finish_reading(events, httpx.Response(200, stream=Arrived()))
-    await events.aclose()
+    async with client() as http, http.stream("GET", loopback.url + "/done") as response:
+        reads = body_reads(response)
+        assert await anext(reads) == b"data: [DONE]\n\n"
+        events = unread()
+        await finish_reading(events, response)
+        await events.aclose()
+        assert [piece async for piece in reads] == []  # the end had come: nothing more to read
+    assert loopback.connections == 1
 
 
 async def test_a_response_closed_early_drops_its_connection(loopback: LoopbackServer) -> None:

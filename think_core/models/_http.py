@@ -130,6 +130,12 @@ async def post_event_stream(
             yield response
 
 
+def _transport_body(response: httpx.Response) -> object | None:
+    """The body stream the transport returned: httpx wraps it (``BoundAsyncStream._stream``).
+    Over think's own transport it also offers ``direct_reads`` and ``complete``."""
+    return getattr(response.stream, "_stream", None)
+
+
 def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     """The body, a piece per network read: ``aiter_raw`` unless it is content-encoded (gzip,
     which ``aiter_bytes`` decodes), because each layer of ``aiter_bytes`` is paid per event —
@@ -138,7 +144,7 @@ def body_reads(response: httpx.Response) -> AsyncIterator[bytes]:
     response is closed as usual, by the ``client.stream`` block around the read."""
     if response.headers.get("content-encoding", "identity").strip().lower() not in ("", "identity"):
         return response.aiter_bytes()
-    direct = getattr(getattr(response.stream, "_stream", None), "direct_reads", None)
+    direct = getattr(_transport_body(response), "direct_reads", None)
     if direct is not None and not response.is_stream_consumed:
         response.is_stream_consumed = True
         reads: AsyncIterator[bytes] = direct()
@@ -238,7 +244,7 @@ async def finish_reading(events: AsyncIterator[Any], response: httpx.Response, s
     think's own transport a response whose end has arrived (nearly always with the marker, in
     the same read) goes back as it is: no drain, no timer.
     """
-    if getattr(response.stream, "complete", False) is True:
+    if getattr(_transport_body(response), "complete", False) is True:
         return
     try:
         async with asyncio.timeout(seconds):
