@@ -55,6 +55,14 @@ class Handover:
             with self._lock:
                 self._finished.pop(loop, None)
 
+    def run(self, call: Callable[[], Any], future: asyncio.Future[Any], loop: asyncio.AbstractEventLoop) -> None:
+        """From a worker thread: ``call()`` here, its result or error to ``future`` on ``loop``."""
+        try:
+            done: Done = (future, True, call())
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
+            done = (future, False, exc)
+        self.give(loop, done)
+
     def _resolve(self, loop: asyncio.AbstractEventLoop) -> None:
         with self._lock:
             finished = self._finished.pop(loop, [])
@@ -118,15 +126,11 @@ class BlockingThreads:
         threading.Thread(target=self._work, name=f"{self._name}_{number}", daemon=True).start()
 
     def _work(self) -> None:
-        calls, give = self._calls, self._handover.give
+        calls, run = self._calls, self._handover.run
         while True:
             call, future, loop = calls.get()
-            try:
-                done: Done = (future, True, call())
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
-                done = (future, False, exc)
-            give(loop, done)
-            del call, future, done  # nothing of a call outlives it on this thread
+            run(call, future, loop)
+            del call, future  # nothing of a call outlives it on this thread
             with self._ended:
                 self._running -= 1
                 if not self._running:

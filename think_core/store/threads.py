@@ -24,7 +24,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from ..threads import Done, Handover
+from ..threads import Handover
 
 __all__ = ["CallGroups", "GroupBroken", "StoreThreads"]
 
@@ -126,13 +126,8 @@ class StoreThreads:
                 if stop:
                     return
                 continue
-            call, future, loop = item
-            try:
-                done: Done = (future, True, call())
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as an executor does
-                done = (future, False, exc)
-            self._handover.give(loop, done)
-            del item, call, future, done
+            self._handover.run(*item)
+            del item
 
     def _take_group(self, first: _Call) -> tuple[list[_Call], bool]:
         """``first`` and the calls queued behind it (up to :data:`MAX_GROUP`); and whether a stop
