@@ -94,6 +94,11 @@ def get_weather(city: str) -> str:
     return f"Sunny in {city}"
 
 
+async def get_weather_async(city: str) -> str:
+    """Get the weather for a city."""
+    return get_weather(city)
+
+
 # -- one client per framework: (stream turn, tool turn) -----------------------------------------
 
 Turn = Callable[[], Awaitable[str]]
@@ -146,17 +151,20 @@ def floor_clients(base: str, n: int, think_transport: bool = False) -> tuple[Tur
     return stream, tools, client.aclose
 
 
-def think_clients(base: str, n: int, on_disk: bool = False, own_client: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
+def think_clients(base: str, n: int, on_disk: bool = False, own_client: bool = False,
+                  async_tool: bool = False) -> tuple[Turn, Turn, Callable[[], Awaitable[None]]]:
     """think keeping its conversations in memory as the peers do (or in a SQLite file); with
     ``own_client``, on the HTTP client think makes itself (its own transport with the ``fast``
     extra; one client shared by the models, as ``Think(model="openai:...")`` builds them) instead
-    of a plain ``httpx.AsyncClient`` like the floor's."""
+    of a plain ``httpx.AsyncClient`` like the floor's. With ``async_tool``, the tool written
+    ``async def``: think runs it on the event loop, as the floor calls its tool inline (a plain
+    ``def`` tool runs on a worker thread, which the floor does not pay for)."""
     from think_core import Think, tool
     from think_core.models import SharedClient
     from think_core.models.openai import OpenAIChatModel
 
     tmp = tempfile.mkdtemp(prefix="think-peers-")
-    weather = tool(get_weather)
+    weather = tool(get_weather_async, name="get_weather") if async_tool else tool(get_weather)
     http = httpx.AsyncClient(timeout=60)  # one connection pool, as each peer's OpenAI client keeps
     stores = (os.path.join(tmp, "s.db"), os.path.join(tmp, "t.db")) if on_disk else (":memory:", ":memory:")
     own = SharedClient()
@@ -288,6 +296,8 @@ CLIENTS = {"floor": floor_clients, "think": think_clients,
            "think (SQLite file)": lambda base, n: think_clients(base, n, on_disk=True),
            "think (its own client)": lambda base, n: think_clients(base, n, own_client=True),
            "floor (think's transport)": lambda base, n: floor_clients(base, n, think_transport=True),
+           "think (its own client, async def tool)": lambda base, n: think_clients(base, n, own_client=True,
+                                                                               async_tool=True),
            "pydantic-ai": pydantic_ai_clients,
            "openai-agents": openai_agents_clients, "langchain": langchain_clients, "strands": strands_clients}
 
@@ -364,7 +374,8 @@ async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dic
     and of think in memory and on a SQLite file, and of the floor and think on think's own
     transport, their rounds interleaved; then the rate of ``concurrency`` tool turns at once
     (each its own session)."""
-    names = ["floor", "think", "think (SQLite file)", "floor (think's transport)", "think (its own client)"]
+    names = ["floor", "think", "think (SQLite file)", "floor (think's transport)", "think (its own client)",
+             "think (its own client, async def tool)"]
     built = {name: CLIENTS[name](base, 1) for name in names}
     for name, (_, tools, _) in built.items():
         assert (await tools()).endswith(ANSWER), name
@@ -389,7 +400,7 @@ def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
     with ServerProcess(__file__) as base:
         result = asyncio.run(_tool_cpu(base, turns, repeat, concurrency))
     # Each row against the floor on the same transport: httpx's own, or think's.
-    on_think_transport = {"floor (think's transport)", "think (its own client)"}
+    on_think_transport = {"floor (think's transport)", "think (its own client)", "think (its own client, async def tool)"}
     floors = {name: result["floor (think's transport)" if name in on_think_transport else "floor"] for name in result}
     rows = [[name, got["cpu"] * 1e3, (got["cpu"] - floors[name]["cpu"]) * 1e3, got["rate"],
              f"{got['rate'] / floors[name]['rate']:.2f}", f"{got['rate'] / result['floor']['rate']:.2f}"]
@@ -398,7 +409,7 @@ def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
     print(table(["client", "CPU ms/tool turn", "over its floor ms", f"turns/s ({concurrency} at once)",
                  "× its floor's rate", "× httpx floor's rate"], rows))
     print("(its floor: the bare httpx loop on the same transport — httpx's own for the first three rows, "
-          "think's for the last two)")
+          "think's for the last three; the floor calls its tool inline, as think runs an `async def` tool)")
 
 
 def report(root: Path, n: int, turns: int, repeat: int) -> None:

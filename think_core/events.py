@@ -27,8 +27,7 @@ class Usage(BaseModel):
     cached_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        # Sums of validated ints need no validation: a turn adds a step's usage several times.
-        return Usage.model_construct(
+        return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,

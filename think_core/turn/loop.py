@@ -79,12 +79,9 @@ _NONE_USED = Usage()
 
 
 def _spec(tool: AnyTool) -> ToolSpec:
-    """What the model is told of ``tool``: its fields were validated when it was made, so the
-    spec is built without validating them again (a copy of its schema's top level, which a
+    """What the model is told of ``tool`` (validated: a copy of its schema's top level, which a
     model or hook may change for its own request without changing the tool)."""
-    return ToolSpec.model_construct(
-        name=tool.name, description=tool.description or "", parameters=dict(tool.parameters)
-    )
+    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
 
 
 @dataclass(frozen=True)
