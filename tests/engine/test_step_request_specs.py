@@ -1,6 +1,6 @@
-"""The tool specs a step's request carries are built from the tools without validating them
-again: a model (or ``before_step``) that changes a spec's schema for its own request changes
-neither the tool nor the next step's spec; a turn's usage still sums every step's."""
+"""A step's request carries its own tool specs: a model (or ``before_step``) that changes a
+spec's schema in place for its own request changes neither the tool nor the next step's spec;
+a turn's usage still sums every step's."""
 
 from __future__ import annotations
 

@@ -72,17 +72,6 @@ __all__ = ["HistoryLoader", "Turn", "TurnDeps", "TurnFailed", "TurnOutcome", "Tu
 #: Reads the history the model sees again (after approved calls wrote their results into it).
 HistoryLoader = Callable[[], Awaitable[list[ModelMessage]]]
 
-# A step no ``before_step`` answered keeps the turn's values (read only, never handed out).
-_NO_STEP_CONFIG = StepConfig()
-# What a call that reported no usage holds (compared against).
-_NONE_USED = Usage()
-
-
-def _spec(tool: AnyTool) -> ToolSpec:
-    """What the model is told of ``tool`` (validated: a copy of its schema's top level, which a
-    model or hook may change for its own request without changing the tool)."""
-    return ToolSpec(name=tool.name, description=tool.description, parameters=tool.parameters)
-
 
 @dataclass(frozen=True)
 class TurnDeps:
@@ -272,7 +261,7 @@ class Turn(RetriedSteps):
         (``retry``: again, after the step's previous attempt failed before any output)."""
         messages = self.base_messages + self.step_messages
         try:
-            step_config = await self._before_step(step_number, plan, messages, retry) or _NO_STEP_CONFIG
+            step_config = await self._before_step(step_number, plan, messages, retry) or StepConfig()
             model = self.deps.resolve_model(step_config.model) if step_config.model is not None else plan.model
         except Exception as exc:
             raise TurnFailed(exc, "turn") from exc
@@ -283,7 +272,7 @@ class Turn(RetriedSteps):
         request = ModelRequest(
             system=step_config.system if step_config.system is not None else plan.system,
             messages=list(step_config.messages) if step_config.messages is not None else messages,
-            tools=[_spec(t) for t in tools.values()],
+            tools=[ToolSpec(name=t.name, description=t.description, parameters=t.parameters) for t in tools.values()],
             tool_choice=step_config.tool_choice if step_config.tool_choice is not None else plan.tool_choice,
             output=plan.output_spec,
             settings=step_settings(plan.settings, step_config.provider_options),
@@ -337,7 +326,7 @@ class Turn(RetriedSteps):
             if not o.pending
         ]
         for o in outcomes:  # a sub-agent's turn, run by a call, counts in this step's usage
-            if o.usage is not None and o.usage != _NONE_USED:
+            if o.usage is not None and o.usage != Usage():
                 step.usage = step.usage + o.usage
         self.builder.finish_step()
         self._remember_step(step)

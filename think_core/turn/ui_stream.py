@@ -22,9 +22,6 @@ from ..types import UIMessage
 
 Emit = Callable[[dict[str, Any]], None] | None
 
-# What a step that reported no usage holds (compared against, never handed out).
-_NONE_USED = Usage()
-
 CANCELLED_CALL = "The tool call was cancelled before its result was recorded; it may or may not have taken effect."
 
 
@@ -86,10 +83,9 @@ class AssistantMessageBuilder:
 
     def note_usage(self, model_id: str | None, usage: Usage) -> None:
         """A step's usage, added to its model's (see ``usage``)."""
-        if usage != _NONE_USED:
+        if usage != Usage():
             key = model_id or "unknown"
-            before = self.usage.get(key)
-            self.usage[key] = usage if before is None else before + usage
+            self.usage[key] = self.usage.get(key, Usage()) + usage
 
     def note_decision(self, tool_call_id: str, decision: str, by: str | None, reason: str | None = None) -> None:
         """A plugin decided the call (``block``, ``substitute``, ``ask``): kept with the message."""
