@@ -21,6 +21,9 @@ from typing import Any
 
 _current = threading.local()  # the CountingStore method running on this thread, if any
 
+#: Methods that are where a call runs, not store calls: the calls they run are counted.
+_NOT_CALLS = frozenset({"run_without_waiting", "checkpoint"})
+
 
 class CountingStore:
     """Counts the calls of the wrapped store's methods; everything else is the wrapped store's."""
@@ -41,7 +44,7 @@ class CountingStore:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._store, name)
-        if not callable(value) or name.startswith("_"):
+        if not callable(value) or name.startswith("_") or name in _NOT_CALLS:
             return value
 
         @functools.wraps(value)

@@ -120,7 +120,7 @@ class Session:
             unfinished = bool(store.list_submissions(session_id, status=UNFINISHED, limit=1))
             return False, unfinished, store.get_state(session_id, "last_body")
 
-        created, unfinished, last_body = await self._db.atomic(opening, session_id=session_id)
+        created, unfinished, last_body = await self._db.atomic(opening, session_id=session_id, brief=True)
         if created:
             self._db.model_history.made_empty(session_id)
         self._runner.note_last_body(last_body)

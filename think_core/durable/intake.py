@@ -98,4 +98,4 @@ class SubmissionIntake:
             self.unfinished_after = bool(store.list_submissions(session_id, status=UNFINISHED, limit=1))
             return stored
 
-        return await self._db.atomic(answer, session_id=session_id)
+        return await self._db.atomic(answer, session_id=session_id, brief=True)

@@ -201,7 +201,7 @@ class LiveStream:
         opening, self.opening = self.opening, None
         try:
             if opening is not None and not opening.written:
-                await self._db.atomic(opening, session_id=self.session_id)
+                await self._db.atomic(opening, session_id=self.session_id, brief=True)
         finally:
             if self._settled is not None and not self._settled.done():
                 self._settled.set_result(None)

@@ -1,20 +1,33 @@
 """SQLite plumbing: the schema and its version, the one shared connection, and transactions
-(``_write`` takes the write lock at ``BEGIN IMMEDIATE``; ``_read`` reads one snapshot)."""
+(``_write`` takes the write lock at ``BEGIN IMMEDIATE``; ``_read`` reads one snapshot); and a
+call run where it was made when it need not wait (:meth:`SQLiteConnection.run_without_waiting`)."""
 
 from __future__ import annotations
 
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from ..messages import PENDING_TOOL_STATES
 from ._rows import HISTORY_REVISIONS, RowsBase
 from .threads import GroupBroken
 
 SCHEMA_VERSION = 7
+
+T = TypeVar("T")
+
+#: The result codes of a lock another connection holds (SQLITE_BUSY and its extended codes):
+#: with no busy timeout, what a call that would have to wait fails with, before it wrote anything.
+_BUSY = frozenset({5, 261, 517, 773})  # BUSY, BUSY_RECOVERY, BUSY_SNAPSHOT, BUSY_TIMEOUT
+
+#: Commits between two checkpoints of a file database's write-ahead log. SQLite's own (after
+#: the commit that takes the log past 1,000 pages) runs in the committing call and syncs the
+#: file; it is turned off so that a call run on the event loop never waits for a disk sync, and
+#: the store runs one on its thread this often instead (see ``checkpoint_due``).
+CHECKPOINT_EVERY = 200
 
 # Version 1, the baseline every database starts from; later versions are migrations over it.
 _SCHEMA = """
@@ -153,8 +166,15 @@ class SQLiteConnection(RowsBase):
     ) -> None:
         self.path = os.fspath(path)
         self._init_owner(host)
-        self._lock = threading.Lock()
+        # Re-entrant: run_without_waiting holds it around a call whose transactions take it again.
+        self._lock = threading.RLock()
         self._closed = False
+        self._busy_timeout_ms = int(busy_timeout * 1000)
+        #: Write transactions committed on this connection, and how many had been when the
+        #: write-ahead log was last checkpointed.
+        self._commits = self._checkpointed_at = 0
+        #: Whether a call runs through run_without_waiting (on the event loop) now.
+        self._without_waiting = False
         self._conn = sqlite3.connect(
             self.path,
             timeout=busy_timeout,
@@ -164,11 +184,12 @@ class SQLiteConnection(RowsBase):
         )
         try:
             self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+            self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             self._conn.execute("PRAGMA foreign_keys = ON")
             if not _is_memory(self.path):
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
+                self._conn.execute("PRAGMA wal_autocheckpoint = 0")  # see CHECKPOINT_EVERY
             self._migrate()
         except BaseException:
             self._conn.close()
@@ -221,6 +242,57 @@ class SQLiteConnection(RowsBase):
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+            self._commits += 1
+            if self.checkpoint_due and not self._without_waiting:
+                self.checkpoint()  # (on a thread that may wait: here, as SQLite's own would)
+
+    # -- a call where it was made, when it need not wait -------------------------------------
+
+    def run_without_waiting(self, call: Callable[[], T]) -> tuple[bool, T | None]:
+        """``call()`` — store calls of one transaction — on this thread, if it needs no wait:
+        ``(True, its result)``; ``(False, None)``, having written nothing, when it would wait
+        for the connection (another thread is using it) or for a lock another connection holds
+        on the file. The engine runs a file store's calls on the event loop this way, and the
+        ones that would wait on the store's thread: a hop to the thread and back costs more
+        than most calls.
+
+        Only for a call of one transaction (every store method, an ``atomic`` block): a lock
+        taken later than its first statement could not be given up without undoing a commit."""
+        if not self._lock.acquire(blocking=False):
+            return False, None
+        try:
+            self._check_open()
+            conn = self._conn
+            committed = self._commits
+            conn.execute("PRAGMA busy_timeout = 0")
+            self._without_waiting = True
+            try:
+                return True, call()
+            except sqlite3.OperationalError as exc:
+                busy = getattr(exc, "sqlite_errorcode", None) in _BUSY
+                if busy and self._commits == committed and not conn.in_transaction:
+                    return False, None  # (its transaction was rolled back: nothing was written)
+                raise
+            finally:
+                self._without_waiting = False
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        finally:
+            self._lock.release()
+
+    @property
+    def checkpoint_due(self) -> bool:
+        """Whether the write-ahead log should be checkpointed now (a file database): the
+        caller of :meth:`run_without_waiting` runs :meth:`checkpoint` on a thread then."""
+        return self._commits - self._checkpointed_at >= CHECKPOINT_EVERY and not self.in_memory
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file, as far as no reader needs it (a
+        passive checkpoint: it waits for nobody). Syncs the file: run on the store's thread."""
+        with self._lock:
+            if self._closed or self._conn.in_transaction:  # (a group's: the next call does it)
+                return
+            self._checkpointed_at = self._commits
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     # -- several queued calls as one transaction (StoreThreads' CallGroups) ----------------------
 

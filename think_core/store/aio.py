@@ -2,16 +2,18 @@
 
 :class:`AsyncStore` runs a store's methods on the store's own worker thread, so a write waiting
 for another process's lock on the SQLite file (or a long history read) never stalls the event
-loop. :func:`open_store` turns ``store=`` / ``--db`` into a store.
+loop; a brief call on a SQLite file that need not wait runs on the loop, which costs less than
+the hop. :func:`open_store` turns ``store=`` / ``--db`` into a store.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -37,6 +39,19 @@ __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
 T = TypeVar("T")
 
+
+class _RunsWithoutWaiting(Protocol):
+    """A store whose calls may run where they are made when they need not wait (a SQLite
+    file: see ``SQLiteConnection.run_without_waiting``)."""
+
+    def run_without_waiting(self, call: Callable[[], T], /) -> tuple[bool, T | None]: ...
+
+    @property
+    def checkpoint_due(self) -> bool: ...
+
+    def checkpoint(self) -> None: ...
+
+
 logger = logging.getLogger("think.store")
 
 #: The store calls that write a session's history (its first argument): what was read of it
@@ -44,6 +59,17 @@ logger = logging.getLogger("think.store")
 _HISTORY_WRITES = frozenset({
     "append_messages", "upsert_message", "delete_messages", "clear_messages", "add_compaction",
     "apply_submission_messages", "store_submission_answer", "requeue_submission",
+})
+
+#: The store calls that are a few indexed statements, however long the session: on a SQLite
+#: file they run on the event loop when they need not wait for a lock (see ``AsyncStore._once``).
+#: The rest may read a whole history, stream or table, and always run on the store's thread.
+_BRIEF_CALLS = frozenset({
+    "ensure_session", "get_message", "append_messages", "upsert_message", "create_submission",
+    "get_submission", "get_submission_by_key", "claim_next_submission", "heartbeat_submission",
+    "store_submission_answer", "mark_submission_applied", "requeue_submission", "finish_submission",
+    "journal_submission", "retake_submission", "open_stream", "append_stream_chunks", "truncate_stream",
+    "finish_stream", "get_stream", "get_state", "set_state",
 })
 
 #: Seconds a store call is retried while the database is unreachable (see ``AsyncStore.retry_for``).
@@ -76,6 +102,14 @@ class AsyncStore:
     every other session's stream. One thread for a store on one connection (SQLite serialises
     it anyway: more threads would only contend for its lock); as many as a pooled store's
     ``max_concurrency`` (PostgreSQL), whose calls do run in parallel.
+
+    Where a call runs: an in-memory store's, inline (nobody else can lock it). A SQLite file's
+    brief calls (a few indexed statements: :data:`_BRIEF_CALLS`, ``atomic(brief=True)``), on the
+    event loop too when the connection is free and no other connection holds the file's write
+    lock (``SQLiteConnection.run_without_waiting``): the hop to the thread and back, two wakes
+    of sleeping threads, costs more than such a call. Otherwise, and always for a call that may
+    read a whole history, stream or table, on the thread — behind any call already queued
+    there, so a later call never overtakes an earlier one.
     """
 
     def __init__(self, store: Store) -> None:
@@ -87,6 +121,14 @@ class AsyncStore:
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
+        # A SQLite file: a call runs inline too when it need not wait for a lock (see _once).
+        self._without_waiting: _RunsWithoutWaiting | None = (
+            store if not self._inline and hasattr(store, "run_without_waiting") else None  # type: ignore[assignment]
+        )
+        #: Calls sent to the store's thread that have not returned: while there are any, later
+        #: calls queue behind them rather than overtake them inline.
+        self._queued = 0
+        self._checkpointing = False
         #: The store as :class:`SharedSessions` when it locks sessions across processes, else None
         #: (checked once: a protocol ``isinstance`` costs more than the rest of opening a session).
         self.shared: SharedSessions | None = store if isinstance(store, SharedSessions) else None
@@ -94,9 +136,10 @@ class AsyncStore:
         self.model_history = HistoryCache(self)
 
     async def _call(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if method.__name__ in _HISTORY_WRITES:
+        name = method.__name__
+        if name in _HISTORY_WRITES:
             self.model_history.invalidate(args[0])
-        return await self._on_store_thread(functools.partial(method, *args, **kwargs))
+        return await self._on_store_thread(functools.partial(method, *args, **kwargs), brief=name in _BRIEF_CALLS)
 
     # -- the Store protocol, awaited (one method each, so every call is type-checked) ----------
     async def ensure_session(self, session_id: str) -> bool:
@@ -132,7 +175,9 @@ class AsyncStore:
         return await self._call(self.sync.history, session_id)
 
     async def history_changes(self, session_id: str, since: HistoryMark | None = None) -> HistoryChanges:
-        return await self._call(self.sync.history_changes, session_id, since)
+        # Brief when it reads what changed since a mark; without one it reads the whole history.
+        call = functools.partial(self.sync.history_changes, session_id, since)
+        return await self._on_store_thread(call, brief=since is not None)
 
     async def create_submission(
         self,
@@ -269,10 +314,15 @@ class AsyncStore:
     async def set_state(self, session_id: str, key: str, value: Any) -> None:
         return await self._call(self.sync.set_state, session_id, key, value)
 
-    async def atomic(self, work: Callable[[Store], T], *, session_id: str | None = None, read_only: bool = False) -> T:
+    async def atomic(
+        self, work: Callable[[Store], T], *, session_id: str | None = None, read_only: bool = False,
+        brief: bool = False,
+    ) -> T:
         """``work(store)`` on the store's thread, its store calls one transaction (see
         :meth:`Store.atomic`): they commit together, or — ``work`` raising — none does. Retried
-        whole while the database is unreachable (nothing of a failed attempt was committed)."""
+        whole while the database is unreachable (nothing of a failed attempt was committed).
+        ``brief``: ``work`` runs a few indexed statements however long the session is, so on a
+        SQLite file it may run on the event loop when it need not wait for a lock."""
         store = self.sync
         if not read_only:
             self.model_history.invalidate(session_id)
@@ -281,7 +331,7 @@ class AsyncStore:
             with store.atomic(session_id, read_only=read_only):
                 return work(store)
 
-        return await self._on_store_thread(atomically)
+        return await self._on_store_thread(atomically, brief=brief)
 
     async def write_turn_input(self, session_id: str, write: Callable[[Store], object]) -> None:
         """``write(store)`` — a turn's input into the history — and the history's changes since
@@ -294,7 +344,9 @@ class AsyncStore:
             write(store)
             return store.history_changes(session_id, since)
 
-        history.prefetched(session_id, since, await self.atomic(work, session_id=session_id))
+        # Brief unless the history is read whole (no mark: not cached in this process).
+        changes = await self.atomic(work, session_id=session_id, brief=since is not None)
+        history.prefetched(session_id, since, changes)
 
     async def run(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``function(store, *args, **kwargs)`` on the store's thread: several store calls that
@@ -303,25 +355,59 @@ class AsyncStore:
         ``function`` raises, whether its earlier calls' writes stay is not promised: use
         :meth:`atomic` for all or nothing."""
         self.model_history.invalidate(None)
+        # (on the thread: its calls are several transactions, see run_without_waiting)
         return await self._on_store_thread(functools.partial(function, self.sync, *args, **kwargs))
 
-    async def _on_store_thread(self, call: Callable[[], T]) -> T:
+    async def _on_store_thread(self, call: Callable[[], T], *, brief: bool = False) -> T:
+        """``call()`` on the store's thread; ``brief`` (one transaction of a few indexed
+        statements), on the event loop when that costs no wait."""
         try:
-            return await self._once(call)
+            return await self._once(call, brief)
         except StoreUnavailable as exc:
             return await self._retried(call, exc)
 
-    async def _once(self, call: Callable[[], T]) -> T:
+    async def _once(self, call: Callable[[], T], brief: bool = False) -> T:
         if self._inline:
             return call()
         if self._closed:
             raise RuntimeError("the store is closed")
+        file = self._without_waiting
+        if brief and file is not None and not self._queued:
+            # A SQLite file's transaction takes tens of microseconds; the hop to the store's
+            # thread and back costs more (two wakes of sleeping threads). It goes there only
+            # when it would wait for a lock another process (or thread) holds, so the event
+            # loop never waits for one.
+            done, result = file.run_without_waiting(call)
+            if done:
+                if file.checkpoint_due and not self._checkpointing:
+                    self._checkpoint(file)
+                return result  # type: ignore[return-value]
+        threads = self._store_threads()
+        self._queued += 1
+        try:
+            return await threads.run(call)
+        finally:
+            self._queued -= 1
+
+    def _store_threads(self) -> StoreThreads:
         if self._threads is None:
             workers = int(getattr(self.sync, "max_concurrency", 1))
             # One connection: the calls queued behind each other commit together.
             groups = self.sync if workers == 1 and isinstance(self.sync, CallGroups) else None
             self._threads = StoreThreads(workers, groups=groups)
-        return await self._threads.run(call)
+        return self._threads
+
+    def _checkpoint(self, file: _RunsWithoutWaiting) -> None:
+        """The write-ahead log's checkpoint that calls run inline left due, on the store's
+        thread (it syncs the file); nobody waits for it."""
+        self._checkpointing = True
+
+        def checkpointed(done: asyncio.Future[None]) -> None:
+            self._checkpointing = False
+            if not done.cancelled() and done.exception() is not None:  # the next one copies what this did not
+                logger.warning("checkpointing the store's write-ahead log failed", exc_info=done.exception())
+
+        self._store_threads().post(file.checkpoint, asyncio.get_running_loop()).add_done_callback(checkpointed)
 
     async def _retried(self, call: Callable[[], T], first: StoreUnavailable) -> T:
         """A call whose database went away before it committed (a restart, a failover), run

@@ -80,12 +80,15 @@ class StoreThreads:
         self._handover = Handover()
 
     async def run(self, call: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
+        return await self.post(call, asyncio.get_running_loop())
+
+    def post(self, call: Callable[[], T], loop: asyncio.AbstractEventLoop) -> asyncio.Future[T]:
+        """Queue ``call``; the future on ``loop`` gets its outcome (await it, or not)."""
         future: asyncio.Future[T] = loop.create_future()
         if not self._threads:
             self._start()
         self._calls.put((call, future, loop))
-        return await future
+        return future
 
     def shutdown(self) -> None:
         """Run the calls already made, then stop the threads (wait for them)."""

@@ -208,7 +208,8 @@ class TurnJournal:
             written = await self.db.journal_submission(session_id, submission_id, kind, key, data)
         else:
             written = await self.db.atomic(
-                lambda store: _write_entries(store, session_id, submission_id, entries), session_id=session_id
+                lambda store: _write_entries(store, session_id, submission_id, entries), session_id=session_id,
+                brief=True,
             )
         if not written:
             raise SubmissionLost(submission_id, session_id)
