@@ -7,6 +7,7 @@ call on the loop."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import think_core.store._sqlite_connection as sqlite_connection
-from think_core.store import AsyncStore, SQLiteStore
+from think_core.store import AsyncStore, SQLiteStore, aio
 from think_core.types import UIMessage
 
 S = "s"
@@ -61,6 +62,32 @@ async def test_a_call_that_need_not_wait_runs_on_the_event_loop(db: AsyncStore) 
     assert ran_on == [threading.current_thread()]
     await db.upsert_message(S, _message(1))
     assert db._threads is None  # no store thread was needed
+
+
+async def test_calls_of_sessions_interleaving_go_to_the_store_thread(
+    db: AsyncStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several conversations at once: their SQLite work runs beside the loop's, and what queues
+    together commits together; one at a time, a conversation's calls stay on the loop."""
+    store = db.sync
+    ran_on: list[tuple[str, bool]] = []
+    append = store.append_messages
+
+    @functools.wraps(append)
+    def recorded(session_id: str, messages: list[UIMessage]) -> list[UIMessage]:
+        ran_on.append((session_id, threading.current_thread() is threading.main_thread()))
+        return append(session_id, messages)
+
+    monkeypatch.setattr(store, "append_messages", recorded)
+    # Windows no busy machine can miss: what is tested is which calls count as interleaving.
+    monkeypatch.setattr(aio, "_INTERLEAVED_WITHIN", 60.0)
+    monkeypatch.setattr(aio, "_INTERLEAVED_FOR", 60.0)
+    await db.append_messages("a", [_message(0)])
+    await db.append_messages("a", [_message(1)])
+    await db.append_messages("b", [_message(2)])  # right after a's: interleaving
+    await db.append_messages("a", [_message(3)])  # (still: they keep to the thread for a while)
+    assert ran_on == [("a", True), ("a", True), ("b", False), ("a", False)]
+    assert [m.id for m in await db.list_messages("a")] == ["m0", "m1", "m3"]
 
 
 async def test_a_call_that_may_read_a_whole_history_runs_on_the_store_thread(
@@ -142,8 +169,8 @@ async def test_the_write_ahead_log_is_checkpointed_on_the_store_thread(
     checkpoint = store.checkpoint
 
     def recorded() -> None:
-        checkpointed_on.append(threading.current_thread().name)
         checkpoint()
+        checkpointed_on.append(threading.current_thread().name)  # (once it is done)
 
     monkeypatch.setattr(store, "checkpoint", recorded)
     for i in range(5):
