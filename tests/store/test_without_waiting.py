@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import think_core.store._sqlite_connection as sqlite_connection
-from think_core.store import AsyncStore, SQLiteStore, aio
+from think_core.store import AsyncStore, SQLiteStore, on_loop
 from think_core.types import UIMessage
 
 S = "s"
@@ -80,14 +80,14 @@ async def test_calls_of_sessions_interleaving_go_to_the_store_thread(
 
     monkeypatch.setattr(store, "append_messages", recorded)
     # Windows no busy machine can miss: what is tested is which calls count as interleaving.
-    monkeypatch.setattr(aio, "_INTERLEAVED_WITHIN", 60.0)
-    monkeypatch.setattr(aio, "_INTERLEAVED_FOR", 60.0)
-    await db.append_messages("a", [_message(0)])
-    await db.append_messages("a", [_message(1)])
-    await db.append_messages("b", [_message(2)])  # right after a's: interleaving
-    await db.append_messages("a", [_message(3)])  # (still: they keep to the thread for a while)
-    assert ran_on == [("a", True), ("a", True), ("b", False), ("a", False)]
-    assert [m.id for m in await db.list_messages("a")] == ["m0", "m1", "m3"]
+    monkeypatch.setattr(on_loop, "INTERLEAVED_WITHIN", 60.0)
+    monkeypatch.setattr(on_loop, "INTERLEAVED_FOR", 60.0)
+    for session in ("a", "a", "b", "c"):  # one after another: each on the loop
+        await db.append_messages(session, [_message(len(ran_on))])
+    await db.append_messages("b", [_message(4)])  # b again, with c's call between: interleaving
+    await db.append_messages("d", [_message(5)])  # (and for a while, any session's call)
+    assert ran_on == [("a", True), ("a", True), ("b", True), ("c", True), ("b", False), ("d", False)]
+    assert [m.id for m in await db.list_messages("b")] == ["m2", "m4"]
 
 
 async def test_a_call_that_may_read_a_whole_history_runs_on_the_store_thread(

@@ -12,9 +12,8 @@ import asyncio
 import functools
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
@@ -32,6 +31,7 @@ from .base import (
     is_postgres_url,
 )
 from .history_cache import HistoryCache
+from .on_loop import BRIEF_CALLS, LoopCalls, RunsWithoutWaiting
 from .shared import SharedSessions
 from .sqlite import SQLiteStore
 from .threads import CallGroups, StoreThreads
@@ -39,18 +39,6 @@ from .threads import CallGroups, StoreThreads
 __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
 T = TypeVar("T")
-
-
-class _RunsWithoutWaiting(Protocol):
-    """A store whose calls may run where they are made when they need not wait (a SQLite
-    file: see ``SQLiteConnection.run_without_waiting``)."""
-
-    def run_without_waiting(self, call: Callable[[], T], /) -> tuple[bool, T | None]: ...
-
-    @property
-    def checkpoint_due(self) -> bool: ...
-
-    def checkpoint(self) -> None: ...
 
 
 logger = logging.getLogger("think.store")
@@ -61,22 +49,6 @@ _HISTORY_WRITES = frozenset({
     "append_messages", "upsert_message", "delete_messages", "clear_messages", "add_compaction",
     "apply_submission_messages", "store_submission_answer", "requeue_submission",
 })
-
-#: The store calls that are a few indexed statements, however long the session: on a SQLite
-#: file they run on the event loop when they need not wait for a lock (see ``AsyncStore._once``).
-#: The rest may read a whole history, stream or table, and always run on the store's thread.
-_BRIEF_CALLS = frozenset({
-    "ensure_session", "get_message", "append_messages", "upsert_message", "create_submission",
-    "get_submission", "get_submission_by_key", "claim_next_submission", "heartbeat_submission",
-    "store_submission_answer", "mark_submission_applied", "requeue_submission", "finish_submission",
-    "journal_submission", "retake_submission", "open_stream", "append_stream_chunks", "truncate_stream",
-    "finish_stream", "get_stream", "get_state", "set_state",
-})
-
-#: Brief calls of two sessions this close (seconds) count as made at once; they keep going to the
-#: store's thread for this long after (see ``AsyncStore._one_session_at_a_time``).
-_INTERLEAVED_WITHIN = 0.005
-_INTERLEAVED_FOR = 0.1
 
 #: Seconds a store call is retried while the database is unreachable (see ``AsyncStore.retry_for``).
 DEFAULT_RETRY_FOR = 15.0
@@ -110,12 +82,12 @@ class AsyncStore:
     ``max_concurrency`` (PostgreSQL), whose calls do run in parallel.
 
     Where a call runs: an in-memory store's, inline (nobody else can lock it). A SQLite file's
-    brief calls (a few indexed statements: :data:`_BRIEF_CALLS`, ``atomic(brief=True)``), on the
-    event loop too when the connection is free and no other connection holds the file's write
-    lock (``SQLiteConnection.run_without_waiting``): the hop to the thread and back, two wakes
-    of sleeping threads, costs more than such a call. Otherwise, and always for a call that may
-    read a whole history, stream or table, on the thread — behind any call already queued
-    there, so a later call never overtakes an earlier one.
+    brief calls (a few indexed statements, see :mod:`~think_core.store.on_loop`), on the event
+    loop too while one session at a time makes them, the connection is free and no other
+    connection holds the file's write lock: the hop to the thread and back costs more than
+    such a call. Otherwise, and always for a call that may read a whole history, stream or
+    table, on the thread — behind any call already queued there, so a later call never
+    overtakes an earlier one.
     """
 
     def __init__(self, store: Store) -> None:
@@ -127,18 +99,14 @@ class AsyncStore:
         self._closed = False
         # An in-memory database cannot be locked by anyone else: call it inline (no thread hop).
         self._inline = bool(getattr(store, "in_memory", False))
-        # A SQLite file: a call runs inline too when it need not wait for a lock (see _once).
-        self._without_waiting: _RunsWithoutWaiting | None = (
-            store if not self._inline and hasattr(store, "run_without_waiting") else None  # type: ignore[assignment]
+        # A SQLite file: a brief call runs inline too when that costs no wait (see on_loop).
+        self._on_loop: LoopCalls | None = (
+            LoopCalls(store) if not self._inline and hasattr(store, "run_without_waiting") else None  # type: ignore[arg-type]
         )
         #: Calls sent to the store's thread that have not returned: while there are any, later
         #: calls queue behind them rather than overtake them inline.
         self._queued = 0
         self._checkpointing = False
-        # The session of the last brief call, when it was made, and until when calls count as
-        # coming from several sessions at once (see _one_session_at_a_time).
-        self._last_session: str | None = None
-        self._last_call = self._together_until = 0.0
         #: The store as :class:`SharedSessions` when it locks sessions across processes, else None
         #: (checked once: a protocol ``isinstance`` costs more than the rest of opening a session).
         self.shared: SharedSessions | None = store if isinstance(store, SharedSessions) else None
@@ -149,7 +117,7 @@ class AsyncStore:
         name = method.__name__
         if name in _HISTORY_WRITES:
             self.model_history.invalidate(args[0])
-        brief = name in _BRIEF_CALLS
+        brief = name in BRIEF_CALLS
         call = functools.partial(method, *args, **kwargs)
         return await self._on_store_thread(call, brief=brief, session_id=args[0] if brief else None)
 
@@ -385,16 +353,12 @@ class AsyncStore:
             return call()
         if self._closed:
             raise RuntimeError("the store is closed")
-        file = self._without_waiting
-        if brief and file is not None and not self._queued and self._one_session_at_a_time(session_id):
-            # A SQLite file's transaction takes tens of microseconds; the hop to the store's
-            # thread and back costs more (two wakes of sleeping threads). It goes there only
-            # when it would wait for a lock another process (or thread) holds, so the event
-            # loop never waits for one.
-            done, result = file.run_without_waiting(call)
+        on_loop = self._on_loop
+        if brief and on_loop is not None and not self._queued:  # (queued calls are not overtaken)
+            done, result = on_loop.run(call, session_id)
             if done:
-                if file.checkpoint_due and not self._checkpointing:
-                    self._checkpoint(file)
+                if on_loop.store.checkpoint_due and not self._checkpointing:
+                    self._checkpoint(on_loop.store)
                 return result  # type: ignore[return-value]
         threads = self._store_threads()
         self._queued += 1
@@ -402,18 +366,6 @@ class AsyncStore:
             return await threads.run(call)
         finally:
             self._queued -= 1
-
-    def _one_session_at_a_time(self, session_id: str | None) -> bool:
-        """Whether the brief calls come from one session at a time now. When several sessions'
-        calls interleave, the store's thread serves them better than the loop: their SQLite work
-        runs beside the loop's (the database releases the GIL) and the calls queued together
-        commit together, which outweighs the hops (100 concurrent chats on a file: ~1,450
-        turns/s so, ~1,150 inline). One conversation at a time, the hops are all it costs."""
-        now = time.monotonic()
-        if session_id != self._last_session and now - self._last_call < _INTERLEAVED_WITHIN:
-            self._together_until = now + _INTERLEAVED_FOR
-        self._last_session, self._last_call = session_id, now
-        return now >= self._together_until
 
     def _store_threads(self) -> StoreThreads:
         if self._threads is None:
@@ -423,7 +375,7 @@ class AsyncStore:
             self._threads = StoreThreads(workers, groups=groups)
         return self._threads
 
-    def _checkpoint(self, file: _RunsWithoutWaiting) -> None:
+    def _checkpoint(self, file: RunsWithoutWaiting) -> None:
         """The write-ahead log's checkpoint that calls run inline left due, on the store's
         thread (it syncs the file); nobody waits for it."""
         self._checkpointing = True
