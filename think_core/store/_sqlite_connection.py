@@ -175,6 +175,8 @@ class SQLiteConnection(RowsBase):
         self._commits = self._checkpointed_at = 0
         #: Whether a call runs through run_without_waiting (on the event loop) now.
         self._without_waiting = False
+        # A file database has a write-ahead log to checkpoint (decided once: commits ask).
+        self._wal = not _is_memory(self.path)
         self._conn = sqlite3.connect(
             self.path,
             timeout=busy_timeout,
@@ -186,7 +188,7 @@ class SQLiteConnection(RowsBase):
             self._conn.row_factory = sqlite3.Row
             self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             self._conn.execute("PRAGMA foreign_keys = ON")
-            if not _is_memory(self.path):
+            if self._wal:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 self._conn.execute("PRAGMA synchronous = NORMAL")
                 self._conn.execute("PRAGMA wal_autocheckpoint = 0")  # see CHECKPOINT_EVERY
@@ -283,7 +285,7 @@ class SQLiteConnection(RowsBase):
     def checkpoint_due(self) -> bool:
         """Whether the write-ahead log should be checkpointed now (a file database): the
         caller of :meth:`run_without_waiting` runs :meth:`checkpoint` on a thread then."""
-        return self._commits - self._checkpointed_at >= CHECKPOINT_EVERY and not self.in_memory
+        return self._wal and self._commits - self._checkpointed_at >= CHECKPOINT_EVERY
 
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database file, as far as no reader needs it (a

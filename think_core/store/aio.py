@@ -40,7 +40,6 @@ __all__ = ["AsyncStore", "is_postgres_url", "open_store"]
 
 T = TypeVar("T")
 
-
 logger = logging.getLogger("think.store")
 
 #: The store calls that write a session's history (its first argument): what was read of it

@@ -4,8 +4,8 @@ One connection per store, shared between threads and guarded by a ``threading.RL
 databases run in WAL mode with ``synchronous=NORMAL`` and a busy timeout, so several stores (in
 one process or in several) can share one file; the write-ahead log is checkpointed every
 :data:`~think_core.store._sqlite_connection.CHECKPOINT_EVERY` commits by the store (on its
-thread, when the engine runs it) rather than by SQLite inside whichever call crossed its size. Every write runs in a ``BEGIN IMMEDIATE``
-transaction: the write lock is taken up front, which makes read-then-write sequences
+thread, when the engine runs it) rather than by SQLite inside whichever call crossed its
+size. Every write runs in a ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, which makes read-then-write sequences
 (idempotent accept, claiming the next submission, retaking expired leases) atomic across
 connections and avoids SQLite's lock-upgrade deadlock.
 
