@@ -369,36 +369,83 @@ def setup(root: Path) -> None:
         print(f"{peer}: {venv}")
 
 
-async def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dict[str, dict[str, float]]:
-    """CPU (``time.process_time``, this process with its tool threads) per tool turn of the floor
-    and of think in memory and on a SQLite file, and of the floor and think on think's own
-    transport, their rounds interleaved; then the rate of ``concurrency`` tool turns at once
-    (each its own session)."""
-    names = ["floor", "think", "think (SQLite file)", "floor (think's transport)", "think (its own client)",
-             "think (its own client, async def tool)"]
-    built = {name: CLIENTS[name](base, 1) for name in names}
-    for name, (_, tools, _) in built.items():
-        assert (await tools()).endswith(ANSWER), name
-    cpu: dict[str, list[float]] = {name: [] for name in names}
-    rate: dict[str, list[float]] = {name: [] for name in names}
-    for _ in range(repeat):
-        for name, (_, tools, _) in built.items():
+TOOL_CPU_ROWS = ["floor", "think", "think (SQLite file)", "floor (think's transport)", "think (its own client)",
+                 "think (its own client, async def tool)"]
+
+
+async def _tool_worker(name: str, base: str) -> None:
+    """One contender of ``--tool-cpu`` in a process of its own, driven over stdin: ``cpu T`` runs T
+    tool turns one after another and prints the CPU (``time.process_time``: this process with its
+    tool threads) per turn; ``rate C`` runs C at once (each its own session) and prints turns/s."""
+    _, tools, close = CLIENTS[name](base, 1)
+    assert (await tools()).endswith(ANSWER), name
+    reader = asyncio.StreamReader()
+    loop = asyncio.get_running_loop()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    print("ready", flush=True)
+    while line := (await reader.readline()).decode().split():
+        command, count = line[0], int(line[1])
+        if command == "cpu":
             started = time.process_time()
-            for _ in range(turns):
+            for _ in range(count):
                 await tools()
-            cpu[name].append((time.process_time() - started) / turns)
-        for name, (_, tools, _) in built.items():
+            print((time.process_time() - started) / count, flush=True)
+        else:
             started = time.perf_counter()
-            await asyncio.gather(*(tools() for _ in range(concurrency)))
-            rate[name].append(concurrency / (time.perf_counter() - started))
-    for _, _, close in built.values():
-        await close()
-    return {name: {"cpu": statistics.median(cpu[name]), "rate": statistics.median(rate[name])} for name in names}
+            await asyncio.gather(*(tools() for _ in range(count)))
+            print(count / (time.perf_counter() - started), flush=True)
+    await close()
+
+
+class _Worker:
+    """A ``--tool-worker`` process: one question at a time."""
+
+    def __init__(self, name: str, base: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--tool-worker", name, "--base", base],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.ask(None) == "ready", name
+
+    def ask(self, command: str | None) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        if not answer:
+            raise RuntimeError(f"the worker for {command!r} ended (exit {self.proc.wait()})")
+        return answer
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def _tool_cpu(base: str, turns: int, repeat: int, concurrency: int) -> dict[str, dict[str, float]]:
+    """CPU per tool turn of the floor and of think in memory and on a SQLite file, and of the
+    floor and think on think's own transport; then the rate of ``concurrency`` tool turns at once.
+    Each contender runs in a process of its own, as an application holds one agent (in one shared
+    process every collection of the garbage collector would walk all the others' sessions too);
+    their rounds are interleaved, one contender running at a time, so a drift of the machine's
+    speed falls on all of them alike."""
+    workers = {name: _Worker(name, base) for name in TOOL_CPU_ROWS}
+    cpu: dict[str, list[float]] = {name: [] for name in workers}
+    rate: dict[str, list[float]] = {name: [] for name in workers}
+    try:
+        for _ in range(repeat):
+            for name, worker in workers.items():
+                cpu[name].append(float(worker.ask(f"cpu {turns}")))
+            for name, worker in workers.items():
+                rate[name].append(float(worker.ask(f"rate {concurrency}")))
+    finally:
+        for worker in workers.values():
+            worker.close()
+    return {name: {"cpu": statistics.median(cpu[name]), "rate": statistics.median(rate[name])} for name in workers}
 
 
 def tool_cpu_report(turns: int, repeat: int, concurrency: int) -> None:
     with ServerProcess(__file__) as base:
-        result = asyncio.run(_tool_cpu(base, turns, repeat, concurrency))
+        result = _tool_cpu(base, turns, repeat, concurrency)
     # Each row against the floor on the same transport: httpx's own, or think's.
     on_think_transport = {"floor (think's transport)", "think (its own client)", "think (its own client, async def tool)"}
     floors = {name: result["floor (think's transport)" if name in on_think_transport else "floor"] for name in result}
@@ -448,11 +495,14 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=200)
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--peer", help=argparse.SUPPRESS)
+    parser.add_argument("--tool-worker", help=argparse.SUPPRESS)
     parser.add_argument("--footprint", help=argparse.SUPPRESS)
     parser.add_argument("--base", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         asyncio.run(serve(route))
+    elif args.tool_worker:
+        asyncio.run(_tool_worker(args.tool_worker, args.base))
     elif args.tool_cpu:
         tool_cpu_report(args.turns, args.repeat, args.concurrency)
     elif args.setup:
