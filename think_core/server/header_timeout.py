@@ -53,8 +53,14 @@ class HeaderDeadline:
             # The first bytes of a request: its headers are due by then.
             self._headers_due = self.loop.call_later(self.header_timeout, self._headers_overdue)
         super().data_received(data)  # type: ignore[misc]
-        if self._headers_due is not None and not self._between_requests():
-            self._headers_due.cancel()  # the headers are in: the request is being answered
+        # The headers are in: the request is being answered, or the connection was upgraded to
+        # a WebSocket (its protocol took the transport over). The timer is dropped then, not
+        # left to fire: it would keep this protocol, its parser and the request alive until it
+        # did (~2.5 KiB per WebSocket for its first seconds, a reconnect storm's worth at once).
+        if self._headers_due is not None and (
+            not self._between_requests() or self.transport.get_protocol() is not self
+        ):
+            self._headers_due.cancel()
             self._headers_due = None
 
     def _headers_overdue(self) -> None:

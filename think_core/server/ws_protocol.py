@@ -6,7 +6,8 @@ every connection an ``asyncio.Queue`` for what the app receives and an ``asyncio
 write flow control; each allocates its deques up front (~3 KiB and ~1 KiB, measured with
 tracemalloc). Here both are replaced by single-waiter equivalents that allocate only while
 they hold something (only the methods uvicorn calls are provided), and the upgrade request and
-response are let go once the handshake is done. The protocol is uvicorn's own otherwise
+response are let go once the handshake is done, by uvicorn's protocol and by the parser of
+``websockets`` (see :func:`_restart_frame_parser`). The protocol is uvicorn's own otherwise
 (``ws=`` takes a class).
 """
 
@@ -17,6 +18,9 @@ from collections import deque
 from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.protocol import Protocol
+from websockets.server import ServerProtocol
+from websockets.streams import StreamReader
 
 from .ws_compression import WS_COMPRESSION_MODES, CompactDeflateFactory
 
@@ -122,6 +126,33 @@ class CompactWebSocketProtocol(WebSocketsSansIOProtocol):
             # uvicorn for the connection's life but not read once the response went out; what
             # the app reads of the request is in its scope.
             del self.request, self.response
+            _restart_frame_parser(self.conn)
+
+
+def _restart_frame_parser(conn: Any) -> None:
+    """Let go of the upgrade request that ``websockets``' parser still holds.
+
+    ``ServerProtocol.parse`` reads the request into a local, then ``yield from``s the frame
+    parser (``Protocol.parse``) for the rest of the connection, so the request (its headers
+    parsed and raw, ~2.5 KiB) stays alive in the generator's frame as long as the socket is
+    open. Once the frame parser waits at the top of its loop for data (nothing of a frame read
+    yet), a frame parser started afresh is in the very same state without that frame: it
+    replaces the old one, as ``websockets`` itself replaces its parser (with ``discard``) on a
+    close. In any other state, or with a ``websockets`` shaped otherwise, nothing changes."""
+    handshake = conn.parser
+    frames = getattr(handshake, "gi_yieldfrom", None)
+    waiting = getattr(frames, "gi_yieldfrom", None)
+    if (
+        getattr(handshake, "gi_code", None) is not ServerProtocol.parse.__code__
+        or getattr(frames, "gi_code", None) is not Protocol.parse.__code__
+        or getattr(waiting, "gi_code", None) is not StreamReader.at_eof.__code__
+        or conn.reader.buffer
+    ):
+        return
+    parser = Protocol.parse(conn)
+    next(parser)  # to where the old one waits: the top of its loop, for data
+    conn.parser = parser
+    handshake.close()
 
 
 def uvicorn_ws_options(mode: str = "large") -> dict[str, Any]:
