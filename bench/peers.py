@@ -2,8 +2,9 @@
 
 Each framework streams through its own idiomatic API from the same OpenAI-compatible loopback
 server (bench/stream_overhead.py's: a pre-rendered body in one write, so the server costs
-nothing), in one process per framework together with the floor and think, so every ratio comes
-from one run:
+nothing), in one process per framework together with the floor and think (on an
+``httpx.AsyncClient`` as the peers' OpenAI clients are, on the HTTP client think makes itself,
+and on the httpx client with a SQLite file), so every ratio comes from one run:
 
   stream   one turn of N text deltas; per-token overhead = (median − floor median) / N
   tools    T turns of: a step with two parallel tool calls, then a short answer;
@@ -305,7 +306,7 @@ CLIENTS = {"floor": floor_clients, "think": think_clients,
 # -- measuring, in the framework's own virtualenv ----------------------------------------------
 
 async def _measure(peer: str, base: str, n: int, turns: int, repeat: int) -> dict[str, Any]:
-    names = ["floor", "think", "think (SQLite file)", peer]
+    names = ["floor", "think", "think (SQLite file)", "think (its own client)", peer]
     built = {name: CLIENTS[name](base, n) for name in names}
     expected = expected_text(n)
     times: dict[str, dict[str, list[float]]] = {name: {"stream": [], "tools": []} for name in names}
@@ -365,7 +366,8 @@ def setup(root: Path) -> None:
     for peer, pins in PEERS.items():
         venv = root / peer
         subprocess.run([sys.executable, "-m", "venv", venv], check=True)
-        subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *pins, str(ROOT)], check=True)
+        # think with the ``fast`` extra, as its own client (one row) runs best with it
+        subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "-q", *pins, f"{ROOT}[fast]"], check=True)
         print(f"{peer}: {venv}")
 
 
@@ -470,7 +472,7 @@ def report(root: Path, n: int, turns: int, repeat: int) -> None:
                               "--repeat", str(repeat))
             footprints[peer] = _in_venv(python, "--footprint", peer, "--base", base, "--n", str(n))
             floor = result["floor"]
-            for name in ("think", "think (SQLite file)", peer) if not rows else (peer,):
+            for name in ("think", "think (SQLite file)", "think (its own client)", peer) if not rows else (peer,):
                 got = result[name]
                 rows.append([
                     name, result["versions"][name],
@@ -510,7 +512,8 @@ def main() -> None:
     elif args.peer:
         result = asyncio.run(_measure(args.peer, args.base, args.n, args.turns, args.repeat))
         result["versions"] = {name: _version(name) for name in ("think", args.peer)}
-        result["versions"]["think (SQLite file)"] = result["versions"]["think"]
+        for row in ("think (SQLite file)", "think (its own client)"):
+            result["versions"][row] = result["versions"]["think"]
         print(json.dumps(result))
     elif args.footprint:
         print(json.dumps(_footprint(args.footprint, args.base, args.n)))
