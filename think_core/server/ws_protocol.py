@@ -145,8 +145,7 @@ def _restart_frame_parser(conn: Any) -> None:
     if (
         getattr(handshake, "gi_code", None) is not ServerProtocol.parse.__code__
         or getattr(frames, "gi_code", None) is not Protocol.parse.__code__
-        or getattr(waiting, "gi_code", None) is not StreamReader.at_eof.__code__
-        or conn.reader.buffer
+        or getattr(waiting, "gi_code", None) is not StreamReader.at_eof.__code__  # (its buffer is empty)
     ):
         return
     parser = Protocol.parse(conn)

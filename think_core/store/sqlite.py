@@ -5,9 +5,9 @@ databases run in WAL mode with ``synchronous=NORMAL`` and a busy timeout, so sev
 one process or in several) can share one file; the write-ahead log is checkpointed every
 :data:`~think_core.store._sqlite_connection.CHECKPOINT_EVERY` commits by the store (on its
 thread, when the engine runs it) rather than by SQLite inside whichever call crossed its
-size. Every write runs in a ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front, which makes read-then-write sequences
-(idempotent accept, claiming the next submission, retaking expired leases) atomic across
-connections and avoids SQLite's lock-upgrade deadlock.
+size. Every write runs in a ``BEGIN IMMEDIATE`` transaction: the write lock is taken up front,
+which makes read-then-write sequences (idempotent accept, claiming the next submission,
+retaking expired leases) atomic across connections and avoids SQLite's lock-upgrade deadlock.
 
 Tables (schema version :data:`SCHEMA_VERSION`, kept in ``PRAGMA user_version``): ``sessions``;
 ``messages`` (``parts``/``metadata`` as JSON, ordered by an internal increasing ``seq``, id
